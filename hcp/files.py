@@ -1,0 +1,146 @@
+"""Files an artifact names: prompts, hook scripts and skill folders.
+
+They are resolved relative to the artifact's folder, must exist, and enter
+the artifact's digest through their own digests.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mol.hcp.digest import digest_file, digest_tree
+from mol.hcp.schema import ADAPTERS
+
+PROMPT_LOCATIONS = (("router",), ("summary",), *((("adapters", name) for name in ADAPTERS)))
+"""Sections whose ``prompt`` may name a file."""
+
+
+@dataclass
+class Found:
+    """What ``collect`` found: digests and texts of the files, and the problems."""
+
+    digests: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    problems: list[tuple[tuple, str]] = field(default_factory=list)
+
+
+def resolve(base_dir: Path, relative: str) -> Path:
+    """Absolute path of a reference written in the artifact."""
+    return (base_dir / Path(relative).expanduser()).resolve()
+
+
+def command_files(command: str) -> list[str]:
+    """Words of a hook command that name files relative to the artifact."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    return [w for w in words if "/" in w and not w.startswith(("/", "-", "~"))]
+
+
+def _get(raw: Any, *keys: Any) -> Any:
+    for key in keys:
+        if isinstance(key, int):
+            if not isinstance(raw, list) or key >= len(raw):
+                return None
+        elif not isinstance(raw, dict):
+            return None
+        raw = raw[key] if isinstance(key, int) else raw.get(key)
+    return raw
+
+
+def _items(raw: Any) -> list[tuple[int, Any]]:
+    return list(enumerate(raw)) if isinstance(raw, list) else []
+
+
+def collect(raw: dict, base_dir: Path) -> Found:
+    """Check every file the (possibly invalid) document names; digest and read them.
+
+    Tolerant of a malformed document, so that missing files are reported
+    together with schema errors.
+    """
+    found = Found()
+    for section in PROMPT_LOCATIONS:
+        ref = _get(raw, *section, "prompt", "path")
+        if isinstance(ref, str) and ref:
+            _prompt(found, (*section, "prompt", "path"), base_dir, ref)
+    for event, matchers in (_get(raw, "hooks") or {}).items() if isinstance(
+        _get(raw, "hooks"), dict
+    ) else ():
+        for i, matcher in _items(matchers):
+            for j, hook in _items(_get(matcher, "hooks")):
+                command = _get(hook, "command")
+                if isinstance(command, str):
+                    loc = ("hooks", event, i, "hooks", j, "command")
+                    for word in command_files(command):
+                        _file(found, loc, base_dir, word)
+    for i, folder in _items(_get(raw, "skills", "paths")):
+        if isinstance(folder, str):
+            path = resolve(base_dir, folder)
+            if not path.is_dir():
+                found.problems.append((("skills", "paths", i), f"folder not found: {folder} "
+                                       f"(looked for {path})"))
+            else:
+                found.digests[folder] = digest_tree(path)
+    return found
+
+
+def _file(found: Found, loc: tuple, base_dir: Path, ref: str) -> Path | None:
+    path = resolve(base_dir, ref)
+    if not path.is_file():
+        found.problems.append((loc, f"file not found: {ref} (looked for {path})"))
+        return None
+    found.digests[ref] = digest_file(path)
+    return path
+
+
+def _prompt(found: Found, loc: tuple, base_dir: Path, ref: str) -> None:
+    path = _file(found, loc, base_dir, ref)
+    if path is None:
+        return
+    try:
+        found.texts[ref] = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        found.problems.append((loc, f"{ref} is not UTF-8 text (byte {exc.start})"))
+
+
+def map_refs(doc: dict, fn: Callable[[str], str]) -> dict:
+    """A copy of a valid document with each file reference ``ref`` replaced by ``fn(ref)``."""
+    doc = copy.deepcopy(doc)
+    for section in PROMPT_LOCATIONS:
+        prompt = _get(doc, *section, "prompt")
+        if isinstance(prompt, dict):
+            prompt["path"] = fn(prompt["path"])
+    for matchers in (doc.get("hooks") or {}).values():
+        for matcher in matchers:
+            for hook in matcher["hooks"]:
+                refs = set(command_files(hook["command"]))
+                hook["command"] = shlex.join(
+                    fn(word) if word in refs else word for word in shlex.split(hook["command"])
+                )
+    skills = doc.get("skills") or {}
+    if skills.get("paths"):
+        skills["paths"] = [fn(p) for p in skills["paths"]]
+    return doc
+
+
+def substitute(doc: dict, digests: dict[str, str]) -> dict:
+    """The document with each file reference replaced by the file's digest."""
+    return map_refs(doc, digests.__getitem__)
+
+
+def rebase(doc: dict, old_base: Path, new_base: Path) -> dict:
+    """The document with relative references rewritten to resolve from ``new_base``."""
+
+    def move(ref: str) -> str:
+        if Path(ref).expanduser().is_absolute():
+            return ref
+        return Path(os.path.relpath(resolve(old_base, ref), new_base.resolve())).as_posix()
+
+    return map_refs(doc, move)

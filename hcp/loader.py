@@ -1,0 +1,210 @@
+"""Load an HCP artifact: TOML -> ``schema_version`` migrations -> validation -> files -> digest.
+
+Every problem is collected and raised together as one ``HCPError``; each
+names the file, the line when known, the key path and, for a typo, the
+closest valid key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from pydantic import ValidationError
+
+from mol.hcp import files as hcp_files
+from mol.hcp.digest import digest_value
+from mol.hcp.issues import Issue, format_path
+from mol.hcp.locate import key_lines, line_of
+from mol.hcp.migrations import migrate
+from mol.hcp.schema import ADAPTERS, HCP, FileRef
+from mol.hcp.types import model_at
+from mol.runtime.errors import HCPError
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A validated HCP artifact with its referenced files and its digest."""
+
+    doc: HCP
+    """The validated document."""
+    raw: dict
+    """The migrated document as written (file references as paths)."""
+    base_dir: Path
+    """Folder that relative file references resolve against."""
+    path: Path | None = None
+    """The TOML file, when loaded from one."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Referenced file or folder (as written) -> its digest."""
+    texts: dict[str, str] = field(default_factory=dict)
+    """Prompt file (as written) -> its text, read once at load time."""
+    digest: str = ""
+    """``sha256:<hex>`` over the canonical document with files replaced by their digests."""
+
+    @property
+    def name(self) -> str:
+        """The artifact's ``name``."""
+        return self.doc.name
+
+    def resolve(self, relative: str) -> Path:
+        """Absolute path of a file reference."""
+        return hcp_files.resolve(self.base_dir, relative)
+
+    def prompt_text(self, prompt: str | FileRef | None) -> str:
+        """The text of a prompt: inline text, or the file's text as it was at load time."""
+        if prompt is None:
+            return ""
+        if isinstance(prompt, FileRef):
+            return self.texts[prompt.path]
+        return prompt
+
+
+def load(path: str | Path) -> Artifact:
+    """Load and validate the artifact at ``path``."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise HCPError([Issue(f"cannot read file: {exc.strerror or exc}", file=str(path))]) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HCPError([Issue(f"not UTF-8 text (byte {exc.start})", file=str(path))]) from exc
+    return load_text(text, base_dir=path.resolve().parent, file=str(path), path=path)
+
+
+def load_text(
+    text: str, base_dir: Path, file: str | None = None, path: Path | None = None
+) -> Artifact:
+    """Load and validate artifact TOML ``text`` whose files live under ``base_dir``."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # Python < 3.14 only puts the position in the message: "... (at line 3, column 8)".
+        message = str(exc)
+        where = re.search(r"\(at line (\d+), column (\d+)\)$", message)
+        line = int(where.group(1)) if where else None
+        if where:
+            message = f"{message[: where.start()].rstrip()} (column {where.group(2)})"
+        raise HCPError([Issue(f"TOML syntax error: {message}", file=file, line=line)]) from None
+    return load_dict(raw, base_dir=base_dir, file=file, source=text, path=path)
+
+
+def load_dict(
+    raw: dict,
+    base_dir: Path,
+    file: str | None = None,
+    source: str | None = None,
+    path: Path | None = None,
+) -> Artifact:
+    """Validate an already-parsed document (as from TOML) against the schema and its files."""
+    raw = migrate(raw, file=file)
+    lines = key_lines(source) if source else {}
+    issues: list[Issue] = []
+    doc: HCP | None = None
+    try:
+        doc = HCP.model_validate(raw)
+    except ValidationError as exc:
+        issues += [_issue_from_pydantic(error, file, lines) for error in exc.errors()]
+    except (TypeError, ValueError) as exc:  # a value pydantic cannot even inspect
+        issues.append(Issue(f"invalid document: {exc}", file=file))
+    if doc is not None:
+        issues += [_locate(i, lines) for i in _cross_references(doc, file)]
+    found = hcp_files.collect(raw, base_dir)
+    issues += [_locate(Issue(msg, file=file, path=format_path(loc)), lines, loc)
+               for loc, msg in found.problems]
+    if issues or doc is None:
+        raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
+    digest = digest_value(_digest_form(doc, found.digests))
+    return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
+                    texts=found.texts, digest=digest)
+
+
+def _digest_form(doc: HCP, digests: dict[str, str]) -> dict:
+    """The canonical document: defaults omitted, each file replaced by its digest."""
+    dumped = doc.model_dump(mode="json", exclude_defaults=True)
+    return hcp_files.substitute(dumped, digests)
+
+
+def _cross_references(doc: HCP, file: str | None) -> list[Issue]:
+    issues = []
+    if doc.router.fallback not in doc.router.labels:
+        issues.append(Issue(f"{doc.router.fallback!r} is not one of router.labels "
+                            f"{doc.router.labels}", file=file, path="router.fallback"))
+    for name in ADAPTERS:
+        for index, server in enumerate(doc.adapter(name).mcp_servers):
+            if server not in doc.mcp_servers:
+                issues.append(Issue(
+                    f"names MCP server {server!r}, which is not declared under [mcp_servers]",
+                    file=file, path=f"adapters.{name}.mcp_servers[{index}]",
+                    hint=_suggest(server, list(doc.mcp_servers))))
+    return issues
+
+
+def _locate(issue: Issue, lines: dict, loc: tuple | None = None) -> Issue:
+    if issue.line is not None or not lines:
+        return issue
+    if loc is None:
+        loc = _parse_path(issue.path)
+    line = line_of(lines, loc)
+    return Issue(issue.message, issue.file, line, issue.path, issue.hint)
+
+
+def _parse_path(path: str) -> tuple:
+    parts: list[Any] = []
+    for chunk in path.split("."):
+        name, *indices = chunk.split("[")
+        if name:
+            parts.append(name)
+        parts += [int(i.rstrip("]")) for i in indices if i.rstrip("]").isdigit()]
+    return tuple(parts)
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    """Drop the union tags pydantic inserts after a prompt key (``prompt.file.path``)."""
+    out: list[Any] = []
+    for part in loc:
+        if out and out[-1] == "prompt" and part in ("text", "file"):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _issue_from_pydantic(error: dict, file: str | None, lines: dict) -> Issue:
+    loc = _clean_loc(tuple(error["loc"]))
+    kind = error["type"]
+    hint = None
+    if kind == "extra_forbidden":
+        message = "unknown key"
+        parent = model_at(HCP, loc[:-1])
+        if parent is not None and isinstance(loc[-1], str):
+            hint = _suggest(loc[-1], list(parent.model_fields))
+    elif kind == "missing":
+        message = "required key missing"
+    else:
+        message = error["msg"]
+        if "input" in error and kind not in ("value_error", "assertion_error"):
+            shown = repr(error["input"])
+            message += f", got {shown[:60] + '...' if len(shown) > 60 else shown}"
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+    return Issue(message, file=file, line=line_of(lines, loc), path=format_path(loc), hint=hint)
+
+
+def _suggest(word: str, options: list[str]) -> str | None:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    if options:
+        return "valid keys: " + ", ".join(sorted(options))
+    return None
+

@@ -1,0 +1,5 @@
+"""``python -m mol.runtime`` runs the ``mol`` CLI."""
+
+from mol.runtime.cli import main
+
+raise SystemExit(main())

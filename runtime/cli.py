@@ -1,0 +1,116 @@
+"""The ``mol`` command line.
+
+Subcommands are registered lazily: ``COMMANDS`` maps each name to the module
+that implements it, and only the chosen module is imported. ``mol --help``
+therefore never imports litellm, mcp or docker (litellm alone takes seconds).
+
+A command module exposes ``configure(parser)``, which adds its arguments and
+sets ``func`` (a callable taking the parsed namespace and returning an exit
+code, or a coroutine function, run under anyio).
+
+Exit codes: 0 success, 2 invalid input, 1 anything else, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from mol.runtime import __version__
+from mol.runtime.errors import MolError
+
+
+class Command(NamedTuple):
+    """A subcommand: the module implementing it and its one-line help."""
+
+    module: str
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "hcp": Command("mol.runtime.commands.hcp", "validate, digest, diff and patch HCP artifacts"),
+}
+"""Every subcommand, in the order ``mol --help`` lists them."""
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; only the ``selected`` command's module is imported."""
+    parser = argparse.ArgumentParser(
+        prog="mol",
+        description="mol: an agent runtime for Mixture-of-LoRA models.",
+        epilog="Run 'mol COMMAND --help' for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"mol {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, command in COMMANDS.items():
+        child = sub.add_parser(name, help=command.help, description=command.help)
+        if name == selected:
+            importlib.import_module(command.module).configure(child)
+    return parser
+
+
+def _selected(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_selected(argv))
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:  # a command group called without its subcommand
+        parser.parse_args([*argv, "--help"])
+        return 2
+    try:
+        try:
+            if inspect.iscoroutinefunction(func):
+                import anyio
+
+                return anyio.run(func, args) or 0
+            return func(args) or 0
+        except BaseExceptionGroup as group:
+            raise _first_leaf(group) from group
+    except MolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `mol ... | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        if os.environ.get("MOL_DEBUG"):
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc}\n"
+              "(set MOL_DEBUG=1 to see the traceback)", file=sys.stderr)
+        return 1
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The error to report from a task group: a MolError if any, else the first one."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    return next((e for e in leaves if isinstance(e, MolError)), leaves[0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

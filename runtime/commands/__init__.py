@@ -1,0 +1,1 @@
+"""Implementations of the ``mol`` subcommands, one module each, imported lazily."""

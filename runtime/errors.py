@@ -1,0 +1,177 @@
+"""The one exception hierarchy of mol.
+
+Every error mol raises on purpose is a ``MolError``. Third-party exceptions
+(litellm, mcp, docker, sqlite) are translated at exactly one boundary each and
+keep their cause (``raise ... from exc``)::
+
+    MolError                      base; ``exit_code`` is what the CLI exits with
+    ├── UsageError                bad command-line input (exit 2)
+    ├── HCPError                  an invalid HCP artifact or patch (exit 2); ``.issues``
+    ├── EngineError               the model engine failed (runtime/engine.py)
+    │   ├── EngineConnectionError   nothing answered at ``api_base``
+    │   ├── EngineTimeout           no answer within the deadline
+    │   ├── EngineRateLimited       429 after the retries
+    │   ├── EngineResponseError     another error status from the engine
+    │   └── EngineProtocolError     a reply mol cannot read
+    ├── ToolError                 a tool could not be set up or found (not a tool *failure*:
+    │                             those become text the model reads)
+    ├── PluginError               a plugin failed to load or register
+    ├── HookError                 a command hook is misconfigured
+    ├── MCPError                  an MCP server misbehaved (runtime/mcp.py)
+    │   ├── MCPStartupError         a server did not start or initialize
+    │   ├── MCPTimeout              a call exceeded ``tool_timeout_sec``
+    │   └── MCPServerDied           the server process exited
+    ├── SandboxError              a sandbox failed (sandboxes/)
+    │   ├── DockerUnavailable       no Docker engine answers
+    │   ├── SandboxTimeout          a Docker operation exceeded its deadline
+    │   ├── ShellDied               the persistent shell exited
+    │   └── PathEscape              a file path points outside the workspace
+    ├── SkillError                a skill folder is invalid (mol.skills)
+    ├── SessionError              the session store failed
+    │   └── SessionNotFound         no session or response with that id
+    └── ServerError               the HTTP server cannot start as configured
+
+Three kinds of failure are kept apart: a tool failure becomes text the model
+reads (never an exception here); a protocol error passes through unchanged; a
+developer or configuration error is one of these classes, naming the file,
+key, plugin or argument at fault.
+"""
+
+from __future__ import annotations
+
+
+class MolError(Exception):
+    """Base class of every error mol raises on purpose."""
+
+    exit_code = 1
+    """Exit status of the ``mol`` CLI when this error ends a command."""
+
+
+class UsageError(MolError):
+    """Bad command-line input: a missing file, a malformed argument."""
+
+    exit_code = 2
+
+
+class HCPError(MolError):
+    """An HCP artifact (or a patch to one) is invalid.
+
+    ``issues`` lists every problem found, so all of them are reported at once.
+    """
+
+    exit_code = 2
+
+    def __init__(self, issues: list | str) -> None:
+        if isinstance(issues, str):
+            from mol.hcp.issues import Issue
+
+            issues = [Issue(message=issues)]
+        self.issues = list(issues)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if len(self.issues) == 1:
+            return str(self.issues[0])
+        lines = [f"{len(self.issues)} problems:"]
+        lines += [f"  {issue}" for issue in self.issues]
+        return "\n".join(lines)
+
+
+class EngineError(MolError):
+    """The model engine could not answer a request."""
+
+
+class EngineConnectionError(EngineError):
+    """Nothing answered at the engine's ``api_base``."""
+
+
+class EngineTimeout(EngineError):
+    """The engine did not answer within the request deadline."""
+
+
+class EngineRateLimited(EngineError):
+    """The engine kept answering 429 after the bounded retries."""
+
+
+class EngineResponseError(EngineError):
+    """The engine answered with an error status other than 429."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class EngineProtocolError(EngineError):
+    """The engine's reply does not follow the Chat Completions protocol."""
+
+
+class ToolError(MolError):
+    """A tool could not be defined, registered or found."""
+
+
+class PluginError(MolError):
+    """A plugin failed to import or register (fatal only in strict mode)."""
+
+
+class HookError(MolError):
+    """A command hook is misconfigured or cannot be started."""
+
+
+class MCPError(MolError):
+    """An MCP server misbehaved."""
+
+
+class MCPStartupError(MCPError):
+    """An MCP server did not start or answer ``initialize`` in time."""
+
+
+class MCPTimeout(MCPError):
+    """An MCP call exceeded its timeout."""
+
+
+class MCPServerDied(MCPError):
+    """An MCP server process exited while mol needed it."""
+
+
+class SandboxError(MolError):
+    """A sandbox operation failed."""
+
+
+class DockerUnavailable(SandboxError):
+    """No Docker engine answers on this machine."""
+
+
+class SandboxTimeout(SandboxError):
+    """A Docker operation did not finish within its deadline."""
+
+
+class ShellDied(SandboxError):
+    """The persistent shell inside a sandbox exited."""
+
+
+class PathEscape(SandboxError):
+    """A file path points outside the sandbox workspace."""
+
+    exit_code = 2
+
+
+class SkillError(MolError):
+    """A skill folder or its ``SKILL.md`` is invalid."""
+
+    exit_code = 2
+
+
+class SessionError(MolError):
+    """The session store failed."""
+
+
+class SessionNotFound(SessionError):
+    """No stored session or response has the given id."""
+
+    exit_code = 2
+
+
+class ServerError(MolError):
+    """The HTTP server cannot start with the given configuration."""
+
+    exit_code = 2

@@ -1,0 +1,1 @@
+"""Docker sandboxes: long-lived hardened containers with a persistent shell."""

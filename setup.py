@@ -1,0 +1,27 @@
+"""Map the top-level code folders into the one ``mol`` import namespace.
+
+Subpackages are discovered, never listed by hand: a hand-written list once
+dropped a subpackage from the wheel without anyone noticing.
+"""
+
+from setuptools import find_packages, setup
+
+ROOTS = ("runtime", "plugins", "hcp", "sandboxes", "skills")
+
+packages: list[str] = []
+package_dir: dict[str, str] = {}
+for root in ROOTS:
+    packages.append(f"mol.{root}")
+    package_dir[f"mol.{root}"] = root
+    packages += [f"mol.{root}.{sub}" for sub in find_packages(root)]
+
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    package_data={
+        "mol.hcp": ["schema.json", "examples/*.toml", "examples/**/*"],
+        "mol.skills": ["**/*"],
+        "mol.sandboxes": ["**/*.sh"],
+    },
+    include_package_data=True,
+)

@@ -1,0 +1,1 @@
+"""Agent Skills (``SKILL.md`` folders): the built-in set and their loader."""
