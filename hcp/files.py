@@ -17,7 +17,7 @@ from typing import Any
 from mol.hcp.digest import digest_file, digest_tree
 from mol.hcp.schema import ADAPTERS
 
-PROMPT_LOCATIONS = (("router",), ("summary",), *((("adapters", name) for name in ADAPTERS)))
+PROMPT_LOCATIONS = (("router",), ("summary",), *(("adapters", name) for name in ADAPTERS))
 """Sections whose ``prompt`` may name a file."""
 
 

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from pydantic import ValidationError
 
@@ -47,6 +42,8 @@ class Artifact:
     """Referenced file or folder (as written) -> its digest."""
     texts: dict[str, str] = field(default_factory=dict)
     """Prompt file (as written) -> its text, read once at load time."""
+    skills: dict[str, Any] = field(default_factory=dict)
+    """Skill name -> ``mol.skills.Skill`` for every skill of the sources, read once at load time."""
     digest: str = ""
     """``sha256:<hex>`` over the canonical document with files replaced by their digests."""
 
@@ -111,6 +108,7 @@ def load_dict(
     lines = key_lines(source) if source else {}
     issues: list[Issue] = []
     doc: HCP | None = None
+    skills = None
     try:
         doc = HCP.model_validate(raw)
     except ValidationError as exc:
@@ -119,20 +117,33 @@ def load_dict(
         issues.append(Issue(f"invalid document: {exc}", file=file))
     if doc is not None:
         issues += [_locate(i, lines) for i in _cross_references(doc, file)]
+        from mol.skills.catalog import for_artifact  # parses YAML: only when loading
+
+        skills = for_artifact(doc, base_dir)
+        issues += [_locate(Issue(msg, file=file, path=format_path(loc), hint=hint), lines, loc)
+                   for loc, msg, hint in skills.problems]
     found = hcp_files.collect(raw, base_dir)
     issues += [_locate(Issue(msg, file=file, path=format_path(loc)), lines, loc)
                for loc, msg in found.problems]
-    if issues or doc is None:
+    if issues or doc is None or skills is None:
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
-    digest = digest_value(_digest_form(doc, found.digests))
+    digest = digest_value(_digest_form(doc, found.digests, skills.digests))
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
-                    texts=found.texts, digest=digest)
+                    texts=found.texts, skills=skills.skills, digest=digest)
 
 
-def _digest_form(doc: HCP, digests: dict[str, str]) -> dict:
-    """The canonical document: defaults omitted, each file replaced by its digest."""
+def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | None = None) -> dict:
+    """The canonical document: defaults omitted, each file replaced by its digest.
+
+    ``skills`` (name -> folder digest of each skill an adapter uses, built-in
+    or not) enters as ``$skills``, a key no document can hold: editing a file
+    of a used skill changes the digest of exactly the artifacts that use it.
+    """
     dumped = doc.model_dump(mode="json", exclude_defaults=True)
-    return hcp_files.substitute(dumped, digests)
+    form = hcp_files.substitute(dumped, digests)
+    if skills:
+        form["$skills"] = dict(skills)
+    return form
 
 
 def _cross_references(doc: HCP, file: str | None) -> list[Issue]:

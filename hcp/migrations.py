@@ -25,6 +25,9 @@ def migrate(raw: dict, file: str | None = None) -> dict:
     """Bring a parsed document up to ``SCHEMA_VERSION``; raise ``HCPError`` if impossible."""
     from mol.hcp.issues import Issue
 
+    if not isinstance(raw, dict):
+        raise HCPError([Issue(f"the document must be a table, got {type(raw).__name__}",
+                              file=file)])
     version = raw.get("schema_version")
     if version is None:
         raise HCPError([Issue("required key missing", file=file, path="schema_version",

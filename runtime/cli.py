@@ -4,7 +4,8 @@ Subcommands are registered lazily: ``COMMANDS`` maps each name to the module
 that implements it, and only the chosen module is imported. ``mol --help``
 therefore never imports litellm, mcp or docker (litellm alone takes seconds).
 
-A command module exposes ``configure(parser)``, which adds its arguments and
+A command module exposes ``configure(parser)`` (or the function the table
+names after a colon), which adds its arguments and
 sets ``func`` (a callable taking the parsed namespace and returning an exit
 code, or a coroutine function, run under anyio).
 
@@ -26,14 +27,27 @@ from mol.runtime.errors import MolError
 
 
 class Command(NamedTuple):
-    """A subcommand: the module implementing it and its one-line help."""
+    """A subcommand: where its ``configure`` function lives (``module`` or
+    ``module:function``) and its one-line help."""
 
     module: str
     help: str
 
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """Import the implementing module and let it add its arguments."""
+        module, _, function = self.module.partition(":")
+        getattr(importlib.import_module(module), function or "configure")(parser)
+
 
 COMMANDS: dict[str, Command] = {
+    "run": Command("mol.runtime.commands.run:configure_run", "run one turn and print the answer"),
+    "chat": Command("mol.runtime.commands.run:configure_chat", "hold a conversation"),
+    "tools": Command("mol.runtime.commands.tools:configure_tools", "list the tools an adapter sees"),
+    "plugins": Command("mol.runtime.commands.tools:configure_plugins", "list the loaded plugins"),
     "hcp": Command("mol.runtime.commands.hcp", "validate, digest, diff and patch HCP artifacts"),
+    "skills": Command("mol.runtime.commands.skills", "list, show and validate Agent Skills"),
+    "engine": Command("mol.runtime.commands.engine", "serve a model engine: local llama.cpp or the scripted test double"),
+    "mcp": Command("mol.runtime.commands.mcp", "list MCP servers and their tools, resources and prompts; call a tool"),
 }
 """Every subcommand, in the order ``mol --help`` lists them."""
 
@@ -50,7 +64,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         child = sub.add_parser(name, help=command.help, description=command.help)
         if name == selected:
-            importlib.import_module(command.module).configure(child)
+            command.configure(child)
     return parser
 
 

@@ -12,7 +12,8 @@ keep their cause (``raise ... from exc``)::
     │   ├── EngineTimeout           no answer within the deadline
     │   ├── EngineRateLimited       429 after the retries
     │   ├── EngineResponseError     another error status from the engine
-    │   └── EngineProtocolError     a reply mol cannot read
+    │   ├── EngineProtocolError     a reply mol cannot read
+    │   └── LocalEngineError        the embedded local engine is missing or did not start
     ├── ToolError                 a tool could not be set up or found (not a tool *failure*:
     │                             those become text the model reads)
     ├── PluginError               a plugin failed to load or register
@@ -26,6 +27,7 @@ keep their cause (``raise ... from exc``)::
     │   ├── SandboxTimeout          a Docker operation exceeded its deadline
     │   ├── ShellDied               the persistent shell exited
     │   └── PathEscape              a file path points outside the workspace
+    ├── ConversationError         a conversation cannot continue as asked (exit 2)
     ├── SkillError                a skill folder is invalid (mol.skills)
     ├── SessionError              the session store failed
     │   └── SessionNotFound         no session or response with that id
@@ -105,6 +107,10 @@ class EngineProtocolError(EngineError):
     """The engine's reply does not follow the Chat Completions protocol."""
 
 
+class LocalEngineError(EngineError):
+    """The embedded local engine (``mol engine local``) is not installed or did not start."""
+
+
 class ToolError(MolError):
     """A tool could not be defined, registered or found."""
 
@@ -151,6 +157,12 @@ class ShellDied(SandboxError):
 
 class PathEscape(SandboxError):
     """A file path points outside the sandbox workspace."""
+
+    exit_code = 2
+
+
+class ConversationError(MolError):
+    """A conversation cannot continue as asked, e.g. tool results for calls mol never issued."""
 
     exit_code = 2
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, Protocol, get_type_hints
 
 import anyio
 
@@ -256,3 +256,11 @@ async def run_tool(tool: Tool, raw_arguments: str | dict[str, Any] | None,
     except Exception as exc:
         message = str(exc) or type(exc).__name__
         return ToolResult(f"Error: {tool.name} failed: {message}", is_error=True)
+
+
+class Toolset(Protocol):
+    """A source of tools whose list may change or depend on the adapter (e.g. MCP servers)."""
+
+    async def tools(self, adapter: str) -> list[Tool]:
+        """The tools this source offers to ``adapter`` (before the adapter's policy)."""
+        ...

@@ -1,0 +1,127 @@
+"""``mol run`` (one turn) and ``mol chat`` (a conversation)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mol.runtime.errors import UsageError
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP"),
+                        help="the HCP artifact (default: $MOL_HCP)")
+    parser.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
+                        "engine.api_base (also $MOL_ENGINE_URL)")
+
+
+def configure_run(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mol run``."""
+    _common(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print every event as a JSON line instead of only the answer")
+    parser.add_argument("prompt", nargs="+", help="the user's turn")
+    parser.set_defaults(func=run)
+
+
+def configure_chat(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mol chat``."""
+    _common(parser)
+    parser.set_defaults(func=chat)
+
+
+def load_artifact(path: Path | None) -> Any:
+    """The artifact named by ``--hcp``, or a usage error saying how to name one."""
+    from mol.hcp.loader import load
+
+    if path is None:
+        raise UsageError("no HCP artifact: pass --hcp FILE or set MOL_HCP")
+    return load(path)
+
+
+class Progress:
+    """Shows what a turn does on stderr (route, tools), for people at a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, event: Any) -> None:
+        if not self.enabled:
+            return
+        from mol.runtime import events as ev
+
+        line = None
+        if isinstance(event, ev.RouteDecided):
+            line = f"route -> {event.adapter}" + (f" (fallback: {event.reason})"
+                                                  if event.fallback else "")
+        elif isinstance(event, ev.ToolCalled):
+            line = f"{event.adapter} calls {event.name} {event.arguments[:120]}"
+        elif isinstance(event, ev.ToolReturned) and event.is_error:
+            line = f"{event.name}: {event.content[:200]}"
+        elif isinstance(event, ev.Failed):
+            line = f"warning: {event.where}: {event.message}"
+        if line:
+            print(f"\033[2m[mol] {line}\033[0m", file=sys.stderr, flush=True)
+
+
+def _json_printer(event: Any) -> None:
+    print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
+
+
+async def run(args: argparse.Namespace) -> int:
+    """One turn: print only the answer (or, with --json, the events)."""
+    from mol.runtime.app import open_runtime
+
+    artifact = load_artifact(args.hcp)
+    on_event = _json_printer if args.json else Progress(sys.stderr.isatty())
+    async with open_runtime(artifact, engine_url=args.engine_url) as harness:
+        result = await harness.turn(" ".join(args.prompt), on_event=on_event)
+    if not args.json:
+        print(result.answer)
+    return 0
+
+
+async def chat(args: argparse.Namespace) -> int:
+    """A conversation: interactive at a terminal, one turn per line when piped."""
+    import anyio
+
+    from mol.runtime.app import open_runtime
+
+    artifact = load_artifact(args.hcp)
+    interactive = sys.stdin.isatty()
+    approve = _ask_user if interactive else None
+    async with open_runtime(artifact, engine_url=args.engine_url, approve=approve) as harness:
+        if interactive:
+            print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). Ctrl-D to quit.",
+                  file=sys.stderr)
+        while True:
+            try:
+                line = await anyio.to_thread.run_sync(_read_turn, interactive)
+            except EOFError:
+                break
+            if not line.strip():
+                continue
+            result = await harness.turn(line.strip(), on_event=Progress(interactive))
+            print(result.answer, flush=True)
+    return 0
+
+
+def _read_turn(interactive: bool) -> str:
+    if interactive:
+        return input("you> ")
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line
+
+
+async def _ask_user(call: Any) -> bool:
+    import anyio
+
+    question = f"allow {call.adapter} to run {call.name} {json.dumps(call.arguments)[:200]}? [y/N] "
+    answer = await anyio.to_thread.run_sync(input, question)
+    return answer.strip().lower() in ("y", "yes")

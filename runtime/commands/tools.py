@@ -1,0 +1,65 @@
+"""``mol tools list`` and ``mol plugins list``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+ADAPTER_CHOICES = ("L0", "L1", "L2", "L3")
+
+
+def configure_tools(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mol tools``."""
+    sub = parser.add_subparsers(dest="tools_command", metavar="SUBCOMMAND", required=True)
+    p = sub.add_parser("list", help="the tools each adapter sees, with their policy decision")
+    p.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP"),
+                   help="the HCP artifact (default: $MOL_HCP)")
+    p.add_argument("--adapter", choices=ADAPTER_CHOICES, help="only this adapter")
+    p.add_argument("--all", action="store_true", help="also list hidden and denied tools")
+    p.set_defaults(func=list_tools)
+
+
+def configure_plugins(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mol plugins``."""
+    sub = parser.add_subparsers(dest="plugins_command", metavar="SUBCOMMAND", required=True)
+    p = sub.add_parser("list", help="loaded plugins, their tools, and plugins that failed")
+    p.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP"),
+                   help="use the artifact's [plugins] load list")
+    p.set_defaults(func=list_plugins)
+
+
+async def list_tools(args: argparse.Namespace) -> int:
+    from mol.runtime.app import open_runtime
+    from mol.runtime.commands.run import load_artifact
+    from mol.runtime.policy import decide
+
+    artifact = load_artifact(args.hcp)
+    async with open_runtime(artifact) as harness:
+        for adapter in [args.adapter] if args.adapter else ADAPTER_CHOICES:
+            config = artifact.doc.adapter(adapter)
+            tools = await harness.all_tools(adapter)
+            shown = [(n, decide(n, config)) for n in sorted(tools)]
+            shown = [(n, d) for n, d in shown if args.all or d in ("allow", "ask")]
+            print(f"{adapter}: {len(shown)} tool{'s' if len(shown) != 1 else ''}")
+            for name, decision in shown:
+                summary = tools[name].description.splitlines()[0][:70]
+                print(f"  {name:<28} {decision:<6} {tools[name].source:<18} {summary}")
+    return 0
+
+
+def list_plugins(args: argparse.Namespace) -> int:
+    from mol.plugins.manager import PluginManager
+
+    load = None
+    if args.hcp is not None:
+        from mol.hcp.loader import load as load_hcp
+
+        load = load_hcp(args.hcp).doc.plugins.load
+    manager = PluginManager(load)
+    for name in manager.loaded:
+        tools = sorted(t for t in manager.tools if manager.owner(t) == name)
+        print(f"{name}: {', '.join(tools) or 'no tools'}")
+    for failure in manager.failures:
+        print(f"FAILED {failure.name}: {failure.error}")
+    return 1 if manager.failures else 0

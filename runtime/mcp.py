@@ -1,0 +1,379 @@
+"""MCP servers declared in the HCP: the only module that imports the ``mcp`` SDK.
+
+``MCPManager`` (in ``mol.runtime.mcp_manager``, re-exported here) owns every
+server of a session; this module is its boundary to the SDK: ``run_connection``
+opens one connection (a stdio server mol spawns itself, or streamable HTTP),
+negotiates the protocol era automatically (the 2026-07-28 stateless core, or
+the older ``initialize`` handshake most published servers speak), watches it,
+and tears it down. SDK errors become ``MCPError`` subclasses here, keeping
+their cause. The SDK is imported inside functions: importing it costs more
+than a second, which ``mol --help`` and sessions without MCP must not pay.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mol.runtime import __version__
+from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError, MCPTimeout
+from mol.runtime.mcp_manager import MCPManager, ServerStatus
+from mol.runtime.mcp_process import LineTooLong, ServerProcess, server_environment
+
+__all__ = ["Connection", "MCPManager", "ServerStatus", "Startup", "run_connection"]
+
+logger = logging.getLogger("mol.mcp")
+
+_PAGE_CAP = 100
+"""Most pages of a paginated listing read before giving up (a server paging forever)."""
+_SHUTDOWN_CAP_SEC = 10.0
+
+
+@dataclass
+class Startup:
+    """The outcome of one connection attempt, known before any teardown runs."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    connection: Connection | None = None
+    error: MCPStartupError | None = None
+
+
+class Connection:
+    """A live session with one server; ``failure`` says why it ended, when it did."""
+
+    def __init__(self, name: str, config: Any) -> None:
+        self.name = name
+        self.config = config
+        self.client: Any = None
+        self.process: ServerProcess | None = None
+        self.failure: str | None = None
+        self.closed = anyio.Event()
+        self._changes_send, self._changes = anyio.create_memory_object_stream[None](1)
+
+    @property
+    def alive(self) -> bool:
+        """Whether calls can go to this connection."""
+        return not self.closed.is_set()
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated protocol version."""
+        return self.client.session.protocol_version if self.client else None
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of a stdio server."""
+        return self.process.pid if self.process else None
+
+    def capability(self, name: str) -> Any:
+        """The server's capability ``name`` (``tools``, ``resources``, ``prompts``), or None."""
+        caps = self.client.session.server_capabilities if self.client else None
+        return getattr(caps, name, None) if caps else None
+
+    def fail(self, reason: str) -> None:
+        """End the connection because the server misbehaved or died."""
+        if self.failure is None and not self.closed.is_set():
+            self.failure = reason
+            logger.warning("MCP server %r: %s", self.name, reason)
+        self.closed.set()
+
+    def close(self) -> None:
+        """End the connection on purpose (session shutdown)."""
+        self.closed.set()
+
+    # -- requests --------------------------------------------------------------
+
+    async def list_tools(self) -> list[Any]:
+        """Every tool of the server (all pages)."""
+        return await self._all_pages(lambda cursor: self.client.list_tools(cursor=cursor), "tools")
+
+    async def list_resources(self) -> list[Any]:
+        """Every resource of the server (all pages); empty without the capability."""
+        if not self.capability("resources"):
+            return []
+        return await self._all_pages(
+            lambda cursor: self.client.list_resources(cursor=cursor), "resources")
+
+    async def list_prompts(self) -> list[Any]:
+        """Every prompt of the server (all pages); empty without the capability."""
+        if not self.capability("prompts"):
+            return []
+        return await self._all_pages(lambda cursor: self.client.list_prompts(cursor=cursor), "prompts")
+
+    async def _all_pages(self, fetch: Callable[[str | None], Awaitable[Any]], key: str) -> list[Any]:
+        items: list[Any] = []
+        cursor = None
+        for _ in range(_PAGE_CAP):
+            page = await self.request(fetch(cursor), f"{key}/list")
+            items.extend(getattr(page, key))
+            cursor = page.next_cursor
+            if cursor is None:
+                return items
+        raise MCPError(f"MCP server {self.name!r} paged its {key} list beyond {_PAGE_CAP} pages")
+
+    async def read_resource(self, uri: str) -> list[Any]:
+        """The contents of resource ``uri``."""
+        result = await self.request(self.client.read_resource(uri), f"resources/read {uri}")
+        return list(result.contents)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> Any:
+        """Prompt ``name`` rendered with ``arguments``."""
+        return await self.request(self.client.get_prompt(name, arguments), f"prompts/get {name}")
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """Call tool ``name`` under ``timeout`` seconds; returns the SDK's ``CallToolResult``.
+
+        Progress notifications are logged and never extend the deadline. On
+        timeout the SDK sends ``notifications/cancelled`` for the request (it
+        does so whenever a request is abandoned) and the session stays usable.
+        """
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            logger.debug("MCP %s/%s progress %s/%s %s", self.name, name, done, total, message or "")
+
+        return await self.request(
+            self.client.call_tool(name, arguments, progress_callback=progress),
+            f"tool {name!r}", timeout=timeout)
+
+    async def request(self, awaitable: Awaitable[Any], what: str,
+                      timeout: float | None = None) -> Any:
+        """Await one SDK request under ``timeout``, translating failures to ``MCPError``s.
+
+        A connection that dies meanwhile fails the request at once: closing it
+        ends the SDK's read stream, which fails every pending request.
+        """
+        from mcp.shared.exceptions import MCPError as SDKError
+        from pydantic import ValidationError
+
+        limit = timeout if timeout is not None else self.config.tool_timeout_sec
+        if self.closed.is_set():
+            awaitable.close()  # type: ignore[attr-defined]
+            raise self._died(what)
+        try:
+            with anyio.fail_after(limit):
+                return await awaitable
+        except TimeoutError:
+            raise MCPTimeout(f"MCP server {self.name!r}: {what} timed out after {limit:g}s "
+                             "(the server was asked to cancel it)") from None
+        except SDKError as exc:
+            if self.closed.is_set():
+                raise self._died(what) from exc
+            raise MCPError(f"MCP server {self.name!r}: {what} failed: {exc}") from exc
+        except ValidationError as exc:
+            raise MCPError(f"MCP server {self.name!r}: {what} returned an invalid result: "
+                           f"{exc.errors()[0]['msg']}") from exc
+
+    def _died(self, what: str) -> MCPServerDied:
+        reason = self.failure or "the connection closed"
+        return MCPServerDied(f"MCP server {self.name!r} failed during {what}: {reason}")
+
+    # -- change notifications --------------------------------------------------
+
+    async def on_message(self, message: Any) -> None:
+        """SDK message handler: list_changed (handshake era) and transport errors."""
+        from mcp import types
+
+        if isinstance(message, types.ToolListChangedNotification):
+            self._signal_change()
+        elif isinstance(message, Exception):
+            logger.warning("MCP server %r transport error: %s", self.name, message)
+
+    def _signal_change(self) -> None:
+        # One pending refresh is enough: it reads the whole list.
+        try:
+            self._changes_send.send_nowait(None)
+        except anyio.WouldBlock:
+            pass
+
+    async def watch_tool_changes(self, refresh: Callable[[Connection], Awaitable[None]]) -> None:
+        """Call ``refresh`` whenever the server says its tool list changed (both eras)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        tools = self.capability("tools")
+        async with anyio.create_task_group() as tg:
+            # 2026-07-28 servers announce changes only on a subscription, when they
+            # advertise it; older ones send notifications, advertised or not.
+            if self.protocol_version in MODERN_PROTOCOL_VERSIONS and tools and tools.list_changed:
+                tg.start_soon(self._listen)
+            async for _ in self._changes:
+                try:
+                    await refresh(self)
+                except MCPError as exc:
+                    logger.warning("MCP server %r: refreshing tools failed: %s", self.name, exc)
+
+    async def _listen(self) -> None:
+        try:
+            async with self.client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    self._signal_change()
+        except Exception as exc:  # a lost subscription must not end the connection
+            logger.info("MCP server %r: change subscription ended: %s", self.name, exc)
+
+
+async def run_connection(name: str, config: Any, base_dir: Path, startup: Startup,
+                         refresh: Callable[[Connection], Awaitable[None]],
+                         opened: Callable[[Connection], Awaitable[None]]) -> None:
+    """Open, serve and close one connection; outcome in ``startup`` (never raises).
+
+    ``opened`` runs once the session is up, within the startup deadline (the
+    manager lists and pins tools there). The outcome is known before any
+    teardown runs. The connection lives until it is closed or fails; then its
+    server is shut down (stdio: no survivors).
+    """
+    conn = Connection(name, config)
+    # One scope around the whole connection (not a fail_after around the opening
+    # only): the transport's task groups must nest inside it.
+    scope = anyio.CancelScope(deadline=anyio.current_time() + config.startup_timeout_sec)
+    try:
+        with scope:
+            async with AsyncExitStack() as stack:
+                try:
+                    await _open(conn, stack, base_dir)
+                    await opened(conn)
+                except BaseException as exc:
+                    _startup_failed(conn, startup, exc, timed_out=scope.cancel_called)
+                    raise
+                scope.deadline = math.inf
+                startup.connection = conn
+                startup.done.set()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(conn.watch_tool_changes, refresh)
+                    await conn.closed.wait()
+                    tg.cancel_scope.cancel()
+    except Exception as exc:  # the failure is in ``startup``; teardown trouble must not spread
+        if startup.connection is not None:
+            logger.warning("MCP server %r: error while closing: %s", name, _explain(exc))
+    finally:
+        conn.close()
+        startup.done.set()
+
+
+def _startup_failed(conn: Connection, startup: Startup, exc: BaseException, timed_out: bool) -> None:
+    if timed_out:
+        reason = (f"no answer to initialize within startup_timeout_sec="
+                  f"{conn.config.startup_timeout_sec:g}s")
+    elif isinstance(exc, anyio.get_cancelled_exc_class()):
+        reason = "the session ended during startup"
+    else:
+        reason = conn.failure or _explain(exc)
+    startup.error = MCPStartupError(f"MCP server {conn.name!r} failed to start: {reason}")
+    startup.error.__cause__ = exc if isinstance(exc, Exception) else None
+    conn.fail(reason)
+    startup.done.set()
+
+
+def _explain(exc: BaseException) -> str:
+    """A one-line reason for a failure."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, MCPError) else str(exc)
+
+
+async def _open(conn: Connection, stack: AsyncExitStack, base_dir: Path) -> None:
+    from mcp import Client
+    from mcp.types import Implementation
+
+    config = conn.config
+    if config.command is not None:
+        transport = _stdio_transport(conn, base_dir)
+    else:
+        transport = await _http_transport(conn, stack)
+    client = Client(transport, mode="auto", cache=None, message_handler=conn.on_message,
+                    client_info=Implementation(name="mol", version=__version__))
+    conn.client = await stack.enter_async_context(client)
+
+
+@asynccontextmanager
+async def _stdio_transport(conn: Connection, base_dir: Path) -> AsyncIterator[Any]:
+    """Streams to a server process mol spawns: a line of garbage or an exit ends the connection."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    config = conn.config
+    command = config.command
+    if "/" in command and not Path(command).is_absolute():
+        command = str((base_dir / command).resolve())
+    cwd = (base_dir / config.cwd).resolve() if config.cwd else None
+    env = server_environment(config.env, config.env_vars)
+    read_send, read_recv = anyio.create_memory_object_stream[Any](0)
+    write_send, write_recv = anyio.create_memory_object_stream[Any](0)
+    async with ServerProcess([command, *config.args], env=env, cwd=cwd, label=conn.name) as proc:
+        conn.process = proc
+
+        async def pump_in() -> None:
+            async with read_send:
+                try:
+                    async for line in proc.lines():
+                        if not line.strip():
+                            continue
+                        try:
+                            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        except ValueError:
+                            conn.fail(f"wrote a line that is not JSON-RPC to stdout: {line[:200]!r}")
+                            return
+                        await read_send.send(SessionMessage(message))
+                except LineTooLong as exc:
+                    conn.fail(f"wrote {exc}")
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    pass
+                await anyio.sleep(0.2)  # let the exit watcher name the exit status
+                conn.fail(proc.describe_exit())
+
+        async def pump_out() -> None:
+            async with write_recv:
+                async for message in write_recv:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        await proc.send(data.encode() + b"\n")
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                        conn.fail(f"stopped reading its stdin ({proc.describe_exit()})")
+                        return
+
+        async def watch_exit() -> None:
+            await proc.wait_exit()
+            conn.fail(proc.describe_exit())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_in)
+            tg.start_soon(pump_out)
+            tg.start_soon(watch_exit)
+
+            async def end_on_close() -> None:
+                await conn.closed.wait()
+                read_send.close()  # EOF for the SDK: it fails pending requests at once
+
+            tg.start_soon(end_on_close)
+            try:
+                yield read_recv, write_send
+            finally:
+                tg.cancel_scope.cancel()
+
+
+async def _http_transport(conn: Connection, stack: AsyncExitStack) -> Any:
+    """The SDK's streamable HTTP transport with the configured headers."""
+    import os
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    config = conn.config
+    headers = dict(config.http_headers)
+    for header, var in config.env_http_headers.items():
+        if var in os.environ:
+            headers[header] = os.environ[var]
+    if config.bearer_token_env_var:
+        token = os.environ.get(config.bearer_token_env_var)
+        if not token:
+            raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
+        headers["Authorization"] = f"Bearer {token}"
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    await stack.enter_async_context(http)
+    return streamable_http_client(config.url, http_client=http)

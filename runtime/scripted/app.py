@@ -1,0 +1,134 @@
+"""The scripted engine's ASGI app: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+
+Every chat request is recorded (parsed body, adapter, matched rule, status)
+before the scripted delay, so a test that times out still sees what it sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from mol.runtime.scripted.replies import Answer, AnswerFactory
+from mol.runtime.scripted.requests import ChatRequest, HTTPProblem, parse_body, read_request
+from mol.runtime.scripted.script import Rule, Script
+
+_PREVIEW = 200
+"""How much of the last message an unmatched-request error quotes."""
+
+
+class EngineState:
+    """What the app shares across requests: the script, the answer factory and the records."""
+
+    def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None]) -> None:
+        self.script = script
+        self.latency = latency
+        self.on_record = on_record
+        self.answers = AnswerFactory()
+        self.records: list[dict[str, Any]] = []
+        self.stopping: anyio.Event | None = None
+        """Set when the server stops: cuts scripted delays short so shutdown never waits on them."""
+
+    def record(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        self.on_record(record)
+
+    async def pause(self, seconds: float) -> None:
+        if seconds > 0 and self.stopping is not None:
+            with anyio.move_on_after(seconds):
+                await self.stopping.wait()
+
+    def answer(self, rule: Rule, request: ChatRequest) -> Answer:
+        """The rule's completion, or the HTTPProblem a real engine would give instead."""
+        if rule.error is not None:
+            raise HTTPProblem(rule.error.status, rule.error.message, rule.error.type)
+        constraint = request.constraint
+        if constraint is not None and rule.tool_calls:
+            raise HTTPProblem(400, f"{rule.where} gives tool calls, but the request is constrained "
+                              f"({constraint.kind}) to {constraint.describe()}")
+        if constraint is not None and not constraint.allows(rule.reply or ""):
+            raise HTTPProblem(400, f"{rule.where} replies {rule.reply!r}, which a constrained engine "
+                              f"never produces: the request ({constraint.kind}) allows only "
+                              f"{constraint.describe()}")
+        return self.answers.answer(rule, request)
+
+    def unmatched(self, request: ChatRequest) -> HTTPProblem:
+        """The error naming the adapter, the last message and why each rule declined."""
+        last = request.body["messages"][-1]
+        text = request.text if len(request.text) <= _PREVIEW else request.text[:_PREVIEW] + "..."
+        kind = f"constrained ({request.constraint.kind})" if request.constraint else "unconstrained"
+        refusals = self.script.refusals(request.adapter, request.text, request.constraint is not None)
+        return HTTPProblem(400, f"no scripted rule of {request.adapter} matches this {kind} request; "
+                           f"last message ({last.get('role')}): {text!r}; "
+                           f"rules: {'; '.join(refusals) or 'none'}")
+
+
+def build_app(state: EngineState) -> Starlette:
+    """The Starlette app serving ``state``'s script."""
+
+    async def models(request: Request) -> Response:
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine"}
+                for name in state.script.adapters]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def chat(request: Request) -> Response:
+        raw = await request.body()
+        record: dict[str, Any] = {"seq": len(state.records) + 1, "adapter": None, "rule": None,
+                                  "status": 200, "body": raw.decode("utf-8", "replace")}
+        delay = state.latency
+        try:
+            record["body"] = body = parse_body(raw)
+            chat_request = read_request(body, state.script.adapters)
+            record["adapter"] = chat_request.adapter
+            constraint = chat_request.constraint
+            record["constraint"] = constraint.to_json() if constraint else None
+            rule = state.script.match(chat_request.adapter, chat_request.text, constraint is not None)
+            if rule is None:
+                raise state.unmatched(chat_request)
+            record["rule"] = rule.index
+            delay += rule.delay
+            answer = state.answer(rule, chat_request)
+            record["usage"] = answer.usage
+            response = _respond(answer, chat_request)
+        except HTTPProblem as problem:
+            record.update(status=problem.status, error=problem.message)
+            response = JSONResponse(problem.body(), status_code=problem.status)
+        state.record(record)
+        await state.pause(delay)
+        return response
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        problem = HTTPProblem(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
+        return JSONResponse(problem.body(), status_code=exc.status_code)
+
+    routes = [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+
+
+def _respond(answer: Answer, request: ChatRequest) -> Response:
+    if not request.stream:
+        return JSONResponse(answer.completion())
+
+    async def events() -> AsyncIterator[str]:
+        for chunk in answer.chunks(request.include_usage):
+            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache"})

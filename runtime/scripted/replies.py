@@ -1,0 +1,158 @@
+"""Building Chat Completions answers: usage with a simulated prefix cache, bodies and stream chunks."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from mol.runtime.scripted.requests import ChatRequest
+from mol.runtime.scripted.script import Rule
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_PIECE = re.compile(r"\s*\S+\s*|\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    """A deterministic stand-in for a tokenizer: words and single punctuation marks."""
+    return _TOKEN.findall(text)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """What the simulated engine tokenizes: the tools (rendered first, as chat templates do),
+    then the messages, JSON-serialized exactly as received."""
+    parts = [body["tools"]] if body.get("tools") else []
+    return json.dumps([*parts, body["messages"]], ensure_ascii=False, separators=(",", ":"))
+
+
+class PrefixCache:
+    """Per adapter, the longest common token prefix of a prompt with any earlier prompt.
+
+    Prompts are kept sorted: the earlier prompt sharing the longest prefix with
+    a new one is always one of its two neighbours in that order.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, list[tuple[str, ...]]] = {}
+
+    def add(self, adapter: str, tokens: tuple[str, ...]) -> int:
+        """Record ``tokens`` and return how many of them an earlier prompt already had."""
+        seen = self._seen.setdefault(adapter, [])
+        at = bisect.bisect_left(seen, tokens)
+        cached = max((_common(tokens, seen[j]) for j in (at - 1, at) if 0 <= j < len(seen)), default=0)
+        if at == len(seen) or seen[at] != tokens:
+            seen.insert(at, tokens)
+        return cached
+
+
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class Answer:
+    """A rule's completion for one request, with its ids and usage."""
+
+    rule: Rule
+    model: str
+    completion_id: str
+    tool_call_ids: list[str]
+    usage: dict[str, Any]
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.rule.tool_calls else "stop"
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message of a non-streaming response."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.rule.reply}
+        if self.rule.tool_calls:
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for call_id, call in zip(self.tool_call_ids, self.rule.tool_calls, strict=True)
+            ]
+        return message
+
+    def completion(self) -> dict[str, Any]:
+        """The ``chat.completion`` body."""
+        choice = {"index": 0, "message": self.message(), "logprobs": None,
+                  "finish_reason": self.finish_reason}
+        return {**self._envelope("chat.completion"), "choices": [choice], "usage": self.usage}
+
+    def chunks(self, include_usage: bool) -> Iterator[dict[str, Any]]:
+        """The ``chat.completion.chunk`` objects of a streamed response, in order."""
+        extra = {"usage": None} if include_usage else {}
+        for delta, finish in self._deltas():
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            yield {**self._envelope("chat.completion.chunk"), "choices": [choice], **extra}
+        if include_usage:
+            yield {**self._envelope("chat.completion.chunk"), "choices": [], "usage": self.usage}
+
+    def _deltas(self) -> Iterator[tuple[dict[str, Any], str | None]]:
+        yield {"role": "assistant", "content": ""}, None
+        for piece in split_pieces(self.rule.reply or ""):
+            yield {"content": piece}, None
+        for index, (call_id, call) in enumerate(zip(self.tool_call_ids, self.rule.tool_calls or (),
+                                                    strict=True)):
+            head = {"index": index, "id": call_id, "type": "function",
+                    "function": {"name": call.name, "arguments": ""}}
+            yield {"tool_calls": [head]}, None
+            for piece in split_pieces(call.arguments):
+                yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, None
+        yield {}, self.finish_reason
+
+    def _envelope(self, kind: str) -> dict[str, Any]:
+        return {"id": self.completion_id, "object": kind, "created": int(time.time()),
+                "model": self.model}
+
+
+def split_pieces(text: str, pieces: int = 3) -> list[str]:
+    """``text`` cut at word boundaries into about ``pieces`` deltas (so clients must join them)."""
+    words = _PIECE.findall(text)
+    if len(words) < pieces:
+        size = max(1, -(-len(text) // pieces))
+        return [text[i:i + size] for i in range(0, len(text), size)]
+    step = -(-len(words) // pieces)
+    return ["".join(words[i:i + step]) for i in range(0, len(words), step)]
+
+
+class AnswerFactory:
+    """Numbers completions and tool calls (vLLM style ids) and computes usage."""
+
+    def __init__(self) -> None:
+        self._completions = itertools.count(1)
+        self._tool_calls = itertools.count(1)
+        self.cache = PrefixCache()
+
+    def answer(self, rule: Rule, request: ChatRequest) -> Answer:
+        """The completion ``rule`` gives ``request``, its prompt recorded in the prefix cache."""
+        calls = rule.tool_calls or ()
+        tokens = tuple(tokenize(prompt_text(request.body)))
+        cached = self.cache.add(request.adapter, tokens)
+        produced = rule.reply or "".join(call.name + call.arguments for call in calls)
+        usage = make_usage(len(tokens), max(1, len(tokenize(produced))), cached, rule.usage or {})
+        return Answer(rule, request.body["model"], f"chatcmpl-{next(self._completions)}",
+                      [f"chatcmpl-tool-{next(self._tool_calls)}" for _ in calls], usage)
+
+
+def make_usage(prompt: int, completion: int, cached: int, override: dict[str, int]) -> dict[str, Any]:
+    """The ``usage`` object, with a rule's overrides applied (total follows unless given)."""
+    prompt = override.get("prompt_tokens", prompt)
+    completion = override.get("completion_tokens", completion)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": override.get("total_tokens", prompt + completion),
+        "prompt_tokens_details": {"cached_tokens": override.get("cached_tokens", cached)},
+    }

@@ -1,0 +1,181 @@
+"""Test doubles shipped with mol: the scripted engine.
+
+``ScriptedEngine`` is a real HTTP server speaking the OpenAI Chat Completions
+protocol (the way vLLM and SGLang serve LoRA adapters), answering from a TOML
+script instead of a model. It runs uvicorn on loopback in a background thread,
+so sync and async tests use it alike::
+
+    with ScriptedEngine.serve(script) as engine:         # or: async with
+        litellm.completion(model="hosted_vllm/L2", api_base=engine.base_url, ...)
+        assert engine.requests_for("L2")[0]["body"]["messages"] == [...]
+        assert engine.unused_rules() == []
+
+The script format, the request records and the CLI (``mol engine scripted``)
+are described in docs/scripted-engine.md.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.from_thread
+
+from mol.runtime.errors import ServerError, UsageError
+from mol.runtime.scripted.script import Rule, Script, load_script
+
+__all__ = ["Rule", "Script", "ScriptedEngine", "load_script"]
+
+_STARTUP_TIMEOUT = 10.0
+
+
+class ScriptedEngine:
+    """A scripted OpenAI-compatible engine served over real HTTP while the context is open."""
+
+    def __init__(
+        self,
+        script: str | Mapping[str, Any] | Path | Script,
+        *,
+        log_path: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+        on_request: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
+
+        ``port=0`` picks a free port; ``latency`` seconds are added to every
+        chat request; ``on_request`` is called (in the server thread) with each
+        request record after it is logged.
+        """
+        from mol.runtime.scripted.app import EngineState
+
+        if not 0 <= latency < float("inf"):
+            raise UsageError(f"latency must be a finite number of seconds >= 0, got {latency}")
+        self.script = load_script(script)
+        self.host, self.port = host, port
+        self.log_path = Path(log_path) if log_path is not None else None
+        self._on_request = on_request
+        self._state = EngineState(self.script, latency, self._record)
+        self._log: Any = None
+        self._stack: ExitStack | None = None
+
+    @classmethod
+    def serve(cls, script: str | Mapping[str, Any] | Path | Script, **options: Any) -> ScriptedEngine:
+        """A ScriptedEngine to use as ``with`` / ``async with`` context (same options as the class)."""
+        return cls(script, **options)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI ``base_url`` / litellm ``api_base``: ``http://HOST:PORT/v1``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every chat request received so far, in order (a snapshot; see docs for the record shape)."""
+        return list(self._state.records)
+
+    def requests_for(self, adapter: str) -> list[dict[str, Any]]:
+        """The requests routed to ``adapter`` (provider prefixes already stripped)."""
+        return [record for record in self._state.records if record["adapter"] == adapter]
+
+    def unused_rules(self) -> list[Rule]:
+        """Rules with uses left: finite ones not used up, unlimited ones never used."""
+        return self.script.unused()
+
+    def start(self) -> None:
+        """Bind, start serving in a background thread and return once connections are accepted."""
+        if self._stack is not None:
+            raise RuntimeError("the scripted engine is already running")
+        with ExitStack() as stack:
+            sock = stack.enter_context(_listen(self.host, self.port))
+            self.port = sock.getsockname()[1]
+            if self.log_path is not None:
+                self._log = stack.enter_context(self.log_path.open("a", encoding="utf-8"))
+            portal = stack.enter_context(anyio.from_thread.start_blocking_portal("asyncio"))
+            future, server = portal.start_task(self._serve, sock, name="scripted-engine")
+            stack.callback(future.result)  # re-raises anything the server died of
+            stack.callback(portal.call, server.stopping.set)
+            self._stack = stack.pop_all()
+
+    def stop(self) -> None:
+        """Stop serving (cutting scripted delays short), join the thread, close the log."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> ScriptedEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedEngine:
+        await anyio.to_thread.run_sync(self.start)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await anyio.to_thread.run_sync(self.stop)
+
+    async def _serve(self, sock: socket.socket, *, task_status: Any) -> None:
+        import uvicorn
+
+        from mol.runtime.scripted.app import build_app
+
+        class Server(uvicorn.Server):
+            """uvicorn that reports readiness and stops on an event instead of polling a flag."""
+
+            def __init__(self, config: uvicorn.Config) -> None:
+                super().__init__(config)
+                self.ready = anyio.Event()
+                self.stopping = anyio.Event()
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets=sockets)
+                self.ready.set()
+
+            async def main_loop(self) -> None:
+                await self.on_tick(0)  # sets the default headers once
+                await self.stopping.wait()
+
+        config = uvicorn.Config(build_app(self._state), log_config=None, log_level="warning",
+                                access_log=False, lifespan="off", ws="none")
+        server = Server(config)
+        self._state.stopping = server.stopping
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, [sock])
+            with anyio.fail_after(_STARTUP_TIMEOUT):
+                await server.ready.wait()
+            task_status.started(server)
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self._log is not None:
+            self._log.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._log.flush()
+        if self._on_request is not None:
+            self._on_request(record)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``; ``ServerError`` naming the address if it fails."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock

@@ -1,0 +1,273 @@
+"""The one module that imports the Docker SDK; every Docker error is translated here.
+
+Functions here are blocking. Async code calls them through ``call``, which runs
+them in a worker thread under a deadline and turns every SDK, HTTP or socket
+error into a ``SandboxError`` (keeping the cause)::
+
+    docker.errors.ImageNotFound / NotFound   -> SandboxError (names what is missing)
+    no engine answering                      -> DockerUnavailable
+    deadline passed                          -> SandboxTimeout
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import anyio
+
+from mol.runtime.errors import DockerUnavailable, SandboxError, SandboxTimeout
+
+T = TypeVar("T")
+
+DEADLINE = 60.0
+"""Seconds any single Docker API call may take before ``SandboxTimeout``."""
+
+_lock = threading.Lock()
+_client: Any = None
+
+
+def client() -> Any:
+    """The process's Docker client, created (and pinged) on first use."""
+    global _client
+    with _lock:
+        if _client is None:
+            import docker
+
+            with translated("connect to the Docker engine"):
+                candidate = docker.from_env(timeout=int(DEADLINE), max_pool_size=64)
+                candidate.ping()
+            _client = candidate
+        return _client
+
+
+def engine_address() -> str:
+    """Where the Docker engine is expected (for error messages)."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Translate Docker SDK and transport errors raised while doing ``what``."""
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        yield
+    except SandboxError:
+        raise
+    except docker.errors.NotFound as exc:
+        raise SandboxError(f"cannot {what}: {_explain(exc)}") from exc
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot {what}: {_explain(exc)}") from exc
+    except (requests.exceptions.ConnectionError, FileNotFoundError, ConnectionError) as exc:
+        raise DockerUnavailable(
+            f"no Docker engine answers at {engine_address()} (cannot {what}): "
+            "start dockerd or set DOCKER_HOST") from exc
+    except requests.exceptions.Timeout as exc:
+        raise SandboxTimeout(f"the Docker engine did not answer in time (cannot {what})") from exc
+    except docker.errors.DockerException as exc:
+        if "Error while fetching server API version" in str(exc):
+            raise DockerUnavailable(
+                f"no Docker engine answers at {engine_address()}: start dockerd or set "
+                "DOCKER_HOST") from exc
+        raise SandboxError(f"cannot {what}: {exc}") from exc
+
+
+def _explain(exc: Any) -> str:
+    return str(getattr(exc, "explanation", None) or exc)
+
+
+async def call(func: Callable[..., T], *args: Any, what: str, deadline: float = DEADLINE) -> T:
+    """Run a blocking Docker operation in a worker thread under ``deadline`` seconds."""
+
+    def run() -> T:
+        with translated(what):
+            return func(*args)
+
+    try:
+        with anyio.fail_after(deadline):
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+    except TimeoutError as exc:
+        raise SandboxTimeout(f"cannot {what}: no answer within {deadline:g} s") from exc
+
+
+# -- images ---------------------------------------------------------------------------
+
+
+def inspect_image(name: str) -> dict[str, Any]:
+    """The image's attributes, or a ``SandboxError`` saying how to get it."""
+    import docker.errors
+
+    try:
+        return client().api.inspect_image(name)
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxError(
+            f"sandbox image {name!r} is not on this Docker engine: build the default one "
+            "with 'mol sandbox image build', or set [sandbox] image to one you have") from exc
+
+
+def image_exists(name: str) -> bool:
+    """Whether the engine has an image called ``name``."""
+    import docker.errors
+
+    try:
+        client().api.inspect_image(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def read_image_file(image: str, path: str, limit: int = 1 << 20) -> bytes | None:
+    """One small file of an image (e.g. ``/etc/passwd``), read from a never-started container."""
+    api = client().api
+    container = api.create_container(image, command=["true"], network_disabled=True)["Id"]
+    try:
+        data, _ = get_archive(container, path, limit)
+        return data
+    except SandboxError:
+        return None
+    finally:
+        api.remove_container(container, force=True, v=True)
+
+
+def import_image(chunks: Iterable[bytes], tag: str, changes: list[str]) -> str:
+    """Import a root filesystem tar stream as image ``tag``; returns the engine's reply."""
+    # A generator is sent with chunked transfer encoding: the tar never sits in memory.
+    reply = client().api.import_image(src=_Readable(chunks), repository=tag, changes=changes,
+                                      stream_src=True)
+    return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+class _Readable:
+    """A file-like view of byte chunks (what ``import_image(stream_src=True)`` streams)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._chunks
+
+
+# -- containers -----------------------------------------------------------------------
+
+
+def create_container(image: str, **kwargs: Any) -> str:
+    """Create (not start) a container; returns its id."""
+    from docker.types import DriverConfig, Mount
+
+    mounts = [Mount(m["target"], None, type="volume",
+                    driver_config=DriverConfig("local", m["driver_opts"]))
+              for m in kwargs.pop("volume_mounts", [])]
+    return client().containers.create(image, mounts=mounts, **kwargs).id
+
+
+def start_container(container: str) -> None:
+    """Start a created container."""
+    client().api.start(container)
+
+
+def remove_container(container: str) -> None:
+    """Remove a container and its anonymous volumes, whatever its state; gone is fine."""
+    import docker.errors
+
+    try:
+        client().api.remove_container(container, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            raise
+
+
+def container_state(container: str) -> dict[str, Any]:
+    """The container's ``State`` (``Running``, ``ExitCode``, ``OOMKilled`` ...)."""
+    return client().api.inspect_container(container)["State"]
+
+
+def list_containers(label: str) -> list[dict[str, Any]]:
+    """Every container (running or not) carrying ``label``: ``Id``, ``Labels``, ``State``."""
+    return client().api.containers(all=True, filters={"label": label})
+
+
+def _raw_socket(response_socket: Any) -> socket.socket:
+    """Our own socket for an upgraded (hijacked) Docker connection."""
+    raw = getattr(response_socket, "_sock", response_socket)
+    if not isinstance(raw, socket.socket):
+        raise SandboxError("the Docker connection is not a plain socket (ssh:// or npipe "
+                           "engines are not supported for sandboxes)")
+    own = raw.dup()
+    response = getattr(response_socket, "_response", None)
+    response_socket.close()
+    if response is not None:
+        response.close()
+    return own
+
+
+def attach_socket(container: str) -> socket.socket:
+    """A socket to the main process's stdin and (multiplexed) stdout and stderr."""
+    sock = client().api.attach_socket(
+        container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+    return _raw_socket(sock)
+
+
+def exec_socket(container: str, command: list[str], *, user: str, workdir: str,
+                environment: dict[str, str]) -> socket.socket:
+    """Start ``command`` in the container; a socket to its stdin and multiplexed output."""
+    api = client().api
+    exec_id = api.exec_create(container, command, stdin=True, stdout=True, stderr=True,
+                              tty=False, user=user, workdir=workdir,
+                              environment=environment)["Id"]
+    return _raw_socket(api.exec_start(exec_id, socket=True))
+
+
+def exec_run(container: str, command: list[str], *, user: str = "") -> tuple[int, bytes]:
+    """Run a command to completion the ``docker exec`` way; returns (exit code, output)."""
+    result = client().containers.get(container).exec_run(command, user=user)
+    return result.exit_code, result.output
+
+
+# -- files ----------------------------------------------------------------------------
+
+
+def path_stat(container: str, path: str) -> dict[str, Any] | None:
+    """Docker's stat of ``path`` in the container (``mode``, ``linkTarget``); ``None`` if absent."""
+    api = client().api
+    response = api.head(api._url("/containers/{0}/archive", container), params={"path": path})
+    if response.status_code == 404:
+        return None
+    api._raise_for_status(response)
+    header = response.headers.get("X-Docker-Container-Path-Stat", "")
+    return json.loads(base64.b64decode(header)) if header else None
+
+
+def put_archive(container: str, directory: str, data: bytes) -> None:
+    """Extract a tar archive into ``directory`` of the container."""
+    client().api.put_archive(container, directory, data)
+
+
+def get_archive(container: str, path: str, limit: int) -> tuple[bytes, dict[str, Any]]:
+    """A tar archive of ``path``; ``SandboxError`` when it exceeds ``limit`` bytes."""
+    stream, stat = client().api.get_archive(container, path, chunk_size=None)
+    data = bytearray()
+    for chunk in stream:
+        data += chunk
+        if len(data) > limit:
+            close = getattr(stream, "close", None)
+            if close:
+                close()
+            raise SandboxError(f"{path} is larger than {limit} bytes")
+    return bytes(data), stat
+
+
+MODE_SYMLINK = 1 << 27
+"""Go's ``os.ModeSymlink`` bit in the ``mode`` of Docker's path stats."""
+
+MODE_DIR = 1 << 31
+"""Go's ``os.ModeDir`` bit in the ``mode`` of Docker's path stats."""

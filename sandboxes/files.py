@@ -1,0 +1,120 @@
+"""Paths confined to the workspace, and the tar archives files travel in.
+
+Files never pass through the shell: they go in and out as tar archives over
+the Docker API. A path is accepted when it names something inside the
+workspace: relative paths are taken from the workspace, absolute ones must lie
+in it, and ``..`` is refused outright. Symlinks are checked component by
+component with Docker's path stat (which reports a link's fully resolved
+target): a link that leads outside the workspace is refused, in both
+directions; one that stays inside is followed.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from mol.runtime.errors import PathEscape, SandboxError
+from mol.sandboxes.docker import MODE_DIR, MODE_SYMLINK
+
+MODE_TYPE = MODE_DIR | MODE_SYMLINK | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
+"""Go's ``os.ModeType``: every file-type bit (a regular file has none)."""
+
+Stat = Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+def confine(workspace: str, path: str) -> list[str]:
+    """The components of ``path`` below ``workspace``; ``PathEscape`` when it is outside."""
+    if "\0" in path:
+        raise PathEscape(f"{path!r}: a path cannot contain a NUL byte")
+    pure = PurePosixPath(path or ".")
+    root = PurePosixPath(workspace)
+    if pure.is_absolute():
+        if pure != root and root not in pure.parents:
+            raise PathEscape(f"{path}: outside the workspace {workspace}")
+        pure = pure.relative_to(root)
+    parts = [part for part in pure.parts if part != "."]
+    if ".." in parts:
+        raise PathEscape(f"{path}: '..' is not allowed in sandbox paths")
+    return parts
+
+
+def inside(workspace: str, target: str) -> bool:
+    """Whether an absolute resolved path lies in the workspace."""
+    pure, root = PurePosixPath(target), PurePosixPath(workspace)
+    return pure == root or root in pure.parents
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a path really is: its resolved existing part and what is left to create."""
+
+    existing: str
+    """Deepest existing component, symlinks resolved (the workspace at least)."""
+    missing: list[str]
+    """Components below ``existing`` that do not exist yet."""
+    stat: dict[str, Any] | None
+    """Docker's stat of ``existing`` (``None`` for the workspace itself)."""
+
+    @property
+    def is_dir(self) -> bool:
+        """Whether ``existing`` is a directory."""
+        return self.stat is None or bool(self.stat["mode"] & MODE_DIR)
+
+    @property
+    def is_file(self) -> bool:
+        """Whether ``existing`` is a regular file."""
+        return self.stat is not None and not self.stat["mode"] & MODE_TYPE
+
+
+async def locate(workspace: str, path: str, stat: Stat) -> Located:
+    """Resolve ``path`` one component at a time, refusing links that leave the workspace."""
+    parts = confine(workspace, path)
+    current, info = workspace, None
+    for index, part in enumerate(parts):
+        candidate = f"{current.rstrip('/')}/{part}"
+        found = await stat(candidate)
+        if found is None:
+            return Located(current, parts[index:], info)
+        if found["mode"] & MODE_SYMLINK:
+            target = found.get("linkTarget") or ""
+            if not inside(workspace, target):
+                raise PathEscape(f"{path}: {candidate} is a symlink to {target or '?'}, "
+                                 "outside the workspace")
+            found = await stat(target)
+            if found is None:
+                raise SandboxError(f"{path}: {candidate} is a dangling symlink")
+            candidate = target
+        if index < len(parts) - 1 and not found["mode"] & MODE_DIR:
+            raise SandboxError(f"{path}: {candidate} is not a directory")
+        current, info = candidate, found
+    return Located(current, [], info)
+
+
+def pack(parts: list[str], data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
+    """A tar archive creating the directories ``parts[:-1]`` and the file ``parts[-1]``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for depth in range(1, len(parts)):
+            folder = tarfile.TarInfo("/".join(parts[:depth]))
+            folder.type, folder.mode, folder.uid, folder.gid = tarfile.DIRTYPE, 0o755, uid, gid
+            archive.addfile(folder)
+        member = tarfile.TarInfo("/".join(parts))
+        member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
+        archive.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def unpack(archive: bytes, path: str) -> bytes:
+    """The one regular file in a tar archive from ``get_archive``."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        for member in tar:
+            if member.isfile():
+                extracted = tar.extractfile(member)
+                if extracted is not None:
+                    return extracted.read()
+    raise SandboxError(f"{path}: not a regular file")

@@ -1,0 +1,100 @@
+"""Who owns a sandbox container, and removing the ones whose owner is gone.
+
+Every container carries labels naming the runtime process that created it:
+host name, kernel boot id, pid and the process's start time (so a recycled
+pid is not mistaken for the owner). ``gc_orphans`` removes containers whose
+owner is provably gone: same host and boot but no such process any more, or
+same host after a reboot. Containers made on another host (a shared remote
+engine) are left alone: their owner cannot be checked from here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from mol.runtime import __version__
+
+LABEL = "org.mol.sandbox"
+"""Present on every sandbox container; its value is the session id (or ``pool``)."""
+OWNER = "org.mol.owner"
+"""``host/boot-id/pid/start-ticks`` of the runtime process that created the container."""
+VERSION = "org.mol.version"
+"""The mol version that created the container."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process, identified across pid reuse and reboots."""
+
+    host: str
+    boot: str
+    pid: int
+    start: int
+
+    def label(self) -> str:
+        """The ``org.mol.owner`` label value."""
+        return f"{self.host}/{self.boot}/{self.pid}/{self.start}"
+
+    @classmethod
+    def parse(cls, value: str) -> Owner | None:
+        """Read a label value; ``None`` when it is malformed."""
+        parts = value.rsplit("/", 3)
+        if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
+            return None
+        return cls(parts[0], parts[1], int(parts[2]), int(parts[3]))
+
+    def alive(self) -> bool | None:
+        """Whether this process still runs; ``None`` when that cannot be told from here."""
+        me = current()
+        if self.host != me.host:
+            return None
+        if self.boot != me.boot:
+            return False
+        return _start_ticks(self.pid) == self.start
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot; ``None`` if there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def current() -> Owner:
+    """This process as an owner."""
+    pid = os.getpid()
+    return Owner(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0)
+
+
+def labels(session_id: str) -> dict[str, str]:
+    """The labels of a new sandbox container owned by this process."""
+    return {LABEL: session_id or "-", OWNER: current().label(), VERSION: __version__}
+
+
+async def gc_orphans() -> list[str]:
+    """Remove sandbox containers whose owning runtime is gone; returns their ids.
+
+    The runtime calls this at startup; ``mol sandbox gc`` calls it on demand.
+    """
+    from mol.sandboxes import docker
+
+    removed = []
+    for info in await docker.call(docker.list_containers, LABEL, what="list sandboxes"):
+        owner = Owner.parse(info.get("Labels", {}).get(OWNER, ""))
+        if owner is None or owner.alive() is not False:
+            continue
+        await docker.call(docker.remove_container, info["Id"], what="remove an orphan sandbox")
+        removed.append(info["Id"])
+    return removed

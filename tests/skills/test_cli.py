@@ -1,0 +1,80 @@
+"""``mol skills list | show | validate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mol.runtime.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
+PUBLISHED = Path(__file__).resolve().parent / "published"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["skills", *map(str, argv)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_list_builtin_and_an_artifacts_adapter(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == [
+        "personal-agent", "swe-workflow", "terminal-basics", "ui4a-genui"]
+    code, out, _ = run(capsys, "list", "--hcp", EXAMPLES / "venti.toml", "--adapter", "L2")
+    assert code == 0
+    assert [line.split()[:3] for line in out.splitlines()] == [
+        ["swe-workflow", "L2", "builtin"], ["terminal-basics", "L2", "builtin"]]
+    code, out, err = run(capsys, "list", "--hcp", EXAMPLES / "venti.toml", "--adapter", "L0")
+    assert (code, out, err) == (0, "", "no skills for adapter L0\n")
+
+
+def test_list_adapter_without_hcp_is_a_usage_error(capsys):
+    code, _, err = run(capsys, "list", "--adapter", "L2")
+    assert code == 2 and "error: --adapter needs --hcp FILE" in err
+
+
+def test_show_prints_fields_files_and_body(capsys):
+    code, out, _ = run(capsys, "show", "terminal-basics")
+    assert code == 0
+    head, body = out.split("\n---\n", 1)
+    assert "name: terminal-basics\n" in head and "files: scripts/capped.sh" in head
+    assert body.startswith("# Terminal basics\n")
+    code, _, err = run(capsys, "show", "terminal-basic")
+    assert code == 2 and "error: no skill named 'terminal-basic'; did you mean 'terminal-basics'?" in err
+
+
+def test_show_from_an_artifact_with_a_path_skill(tmp_path, capsys, make_artifact):
+    path = make_artifact(tmp_path, {"L2": ["csv-insights"]}, paths=[str(PUBLISHED)])
+    code, out, _ = run(capsys, "show", "csv-insights", "--hcp", path)
+    assert code == 0
+    assert f"source: {PUBLISHED}\n" in out and "allowed-tools: Bash(python3:*) Read\n" in out
+    assert "metadata.version: 1.2\n" in out
+
+
+def test_validate_valid_folders_and_warnings(tmp_path, capsys, make_skill):
+    code, out, err = run(capsys, "validate", PUBLISHED)
+    assert (code, err) == (0, "")
+    assert out == f"{PUBLISHED / 'csv-insights'}: valid (csv-insights)\n"
+    make_skill(tmp_path, "odd", "name: odd\ndescription: d\nversion: 3\n")
+    code, out, err = run(capsys, "validate", tmp_path / "odd" / "SKILL.md")
+    assert code == 0 and "valid (odd)" in out
+    assert "warning: " in err and "SKILL.md: version: unknown field" in err
+
+
+def test_validate_reports_every_problem_and_exits_2(tmp_path, capsys, make_skill):
+    make_skill(tmp_path, "good")
+    make_skill(tmp_path, "bad", "name: Bad\ndescription: ''\n")
+    make_skill(tmp_path, "mismatch", "name: other\ndescription: d\n")
+    code, out, err = run(capsys, "validate", tmp_path)
+    assert code == 2 and out == ""
+    assert err.startswith("error: 3 problems:\n")
+    assert f"{tmp_path / 'bad' / 'SKILL.md'}: name: 'Bad' must be lowercase" in err
+    assert f"{tmp_path / 'bad' / 'SKILL.md'}: description: must be a non-empty string" in err
+    assert "name: 'other' must equal the folder's name 'mismatch'" in err
+    code, _, err = run(capsys, "validate", tmp_path / "nothing")
+    assert code == 2 and "no such file or folder" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, "validate", tmp_path / "empty")
+    assert code == 2 and "no SKILL.md in this folder or in its subfolders" in err

@@ -1,0 +1,103 @@
+"""Skills through the harness and the scripted engine, checked on what went over the wire."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mol.hcp.loader import load
+from mol.plugins.manager import PluginManager
+from mol.runtime.harness import Harness
+from mol.runtime.testing import ScriptedEngine
+from mol.skills.catalog import catalog_text
+
+ARTIFACT = """\
+schema_version = 1
+name = "skills-e2e"
+[engine]
+routing_constraint = "structured_outputs"
+[router]
+prompt = "Pick the adapter."
+[adapters.L1]
+prompt = "You are the agent."
+skills = ["personal-agent"]
+[adapters.L2]
+prompt = "You are the coder."
+tools.allow = ["read_file"]
+skills = ["terminal-basics", "kit"]
+[summary]
+enabled = false
+[skills]
+paths = ["skills"]
+"""
+
+SCRIPT = {
+    "L0": [
+        {"constrained": True, "when": "bug", "reply": "L2", "times": -1},
+        {"constrained": True, "when": "plan", "reply": "L1"},
+    ],
+    "L2": [
+        {"when": "fix the bug", "tool_calls": [{"name": "load_skill",
+                                                "arguments": {"name": "kit"}}]},
+        {"when": "Use the kit", "tool_calls": [{"name": "read_skill_file", "arguments": {
+            "skill": "kit", "path": "references/guide.md"}}]},
+        {"when": "Guide text", "reply": "Fixed it with the kit."},
+        {"when": "another bug", "reply": "Second answer."},
+    ],
+    "L1": [
+        {"when": "plan", "tool_calls": [{"name": "load_skill", "arguments": {"name": "kit"}}]},
+        {"when": "not available to adapter L1", "reply": "I cannot use that skill."},
+    ],
+}
+
+
+@pytest.fixture
+def artifact(tmp_path, make_skill):
+    make_skill(tmp_path / "skills", "kit", body="# Kit\n\nUse the kit.\n",
+               files={"references/guide.md": "Guide text.\n"})
+    (tmp_path / "a.toml").write_text(ARTIFACT)
+    return load(tmp_path / "a.toml")
+
+
+@pytest.mark.anyio
+async def test_catalog_stable_load_skill_pinned_and_unlisted_skill_refused(artifact):
+    plugins = PluginManager([], builtin=("mol.plugins.builtin.skills",))
+    async with ScriptedEngine.serve(SCRIPT) as engine:
+        async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as harness:
+            with anyio.fail_after(60):
+                first = await harness.turn("please fix the bug")
+                second = await harness.turn("and another bug")
+                third = await harness.turn("plan my week")
+        l2, l1 = engine.requests_for("L2"), engine.requests_for("L1")
+        assert engine.unused_rules() == []
+    assert (first.adapter, first.answer) == ("L2", "Fixed it with the kit.")
+    assert (second.answer, third.adapter) == ("Second answer.", "L1")
+    assert third.answer == "I cannot use that skill."
+
+    # The catalog is in L2's system prompt, byte-identical in all four requests over two turns.
+    systems = [request["body"]["messages"][0] for request in l2]
+    assert len(systems) == 4 and all(s == systems[0] for s in systems)
+    assert systems[0]["role"] == "system"
+    assert systems[0]["content"].endswith(catalog_text(artifact, "L2"))
+    assert "- kit: Test skill kit; use it in tests.\n- terminal-basics: " in systems[0]["content"]
+    assert "Use the kit." not in systems[0]["content"]  # bodies stay out of the prompt
+    # Each request of L2 extends the previous one: the prefix cache keeps hitting.
+    for before, after in zip(l2, l2[1:], strict=False):
+        old, new = before["body"]["messages"], after["body"]["messages"]
+        assert new[:len(old)] == old
+
+    # load_skill's result went back to L2, the adapter that asked, without routing.
+    tool_results = [m for m in l2[1]["body"]["messages"] if m["role"] == "tool"]
+    assert tool_results[-1]["content"].startswith("# Skill: kit\n\n# Kit\n\nUse the kit.\n")
+    assert [t["function"]["name"] for t in l2[0]["body"]["tools"]] == [
+        "load_skill", "read_skill_file"]  # implicitly allowed; read_file is not registered here
+    file_result = [m for m in l2[2]["body"]["messages"] if m["role"] == "tool"][-1]
+    assert file_result["content"] == "Guide text.\n"
+    assert len(engine.requests_for("L0")) == 3  # one routing request per turn, none for results
+
+    # L1 lists only personal-agent: L2's skill is refused, and L1's catalog names only its own.
+    refused = [m for m in l1[1]["body"]["messages"] if m["role"] == "tool"][-1]
+    assert refused["content"] == ("Error: skill 'kit' is not available to adapter L1; its skills "
+                                  "are: personal-agent.")
+    assert "- personal-agent: " in l1[0]["body"]["messages"][0]["content"]
+    assert "- kit:" not in l1[0]["body"]["messages"][0]["content"]
