@@ -46,8 +46,11 @@ class Change:
 
 
 def _comparable(artifact: Artifact) -> dict:
-    """Full document (defaults included) with files replaced by their digests."""
-    return hcp_files.substitute(artifact.doc.model_dump(mode="json"), artifact.files)
+    """Full document (defaults included) with files replaced by their digests, and the
+    digests of the skills its adapters use under ``$skills``."""
+    form = hcp_files.substitute(artifact.doc.model_dump(mode="json"), artifact.files)
+    form["$skills"] = dict(artifact.skill_digests)
+    return form
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -75,11 +78,22 @@ def diff(a: Artifact, b: Artifact) -> list[Change]:
         if old == new:
             continue
         file = names.get(new) if isinstance(new, str) and isinstance(old, str) else None
-        if file is not None and old in names:
+        if _same_length_lists(old, new) and any(v in names for v in new):
+            # e.g. skills.paths: report each folder whose content changed
+            changes += [Change(f"{path}[{i}]", o, n, file=names.get(n, n))
+                        for i, (o, n) in enumerate(zip(old, new, strict=True)) if o != n]
+        elif file is not None and old in names:
             changes.append(Change(path, names[old], file, file=file))
+        elif path.startswith("$skills.") and old is not None and new is not None:
+            skill = path.removeprefix("$skills.")
+            changes.append(Change(f"skills.{skill}", old, new, file=f"skill {skill}"))
         else:
             changes.append(Change(path, old, new))
     return changes
+
+
+def _same_length_lists(old: Any, new: Any) -> bool:
+    return isinstance(old, list) and isinstance(new, list) and len(old) == len(new)
 
 
 def apply_patch(artifact: Artifact, patch: Any) -> Artifact:

@@ -44,6 +44,8 @@ class Artifact:
     """Prompt file (as written) -> its text, read once at load time."""
     skills: dict[str, Any] = field(default_factory=dict)
     """Skill name -> ``mol.skills.Skill`` for every skill of the sources, read once at load time."""
+    skill_digests: dict[str, str] = field(default_factory=dict)
+    """Skill name -> folder digest, for the skills the adapters use (they enter the digest)."""
     digest: str = ""
     """``sha256:<hex>`` over the canonical document with files replaced by their digests."""
 
@@ -129,7 +131,8 @@ def load_dict(
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
     digest = digest_value(_digest_form(doc, found.digests, skills.digests))
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
-                    texts=found.texts, skills=skills.skills, digest=digest)
+                    texts=found.texts, skills=skills.skills,
+                    skill_digests=dict(skills.digests), digest=digest)
 
 
 def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | None = None) -> dict:

@@ -85,8 +85,12 @@ class PluginManager:
             self.pm.check_pending()
             hook = getattr(plugin, "mol_register_tools", None)
             if hook is not None:
-                hook(register=lambda tool, name=None: self.add_tool(tool, owner=name,
-                                                                    name=name))
+                owner = name
+
+                def register(tool: Any, name: str | None = None) -> None:
+                    self.add_tool(tool, owner=owner, name=name)
+
+                hook(register=register)
         except Exception as exc:
             # A plugin registers all its tools or none.
             self.tools, self._owner = before, owners

@@ -48,6 +48,7 @@ COMMANDS: dict[str, Command] = {
     "skills": Command("mol.runtime.commands.skills", "list, show and validate Agent Skills"),
     "engine": Command("mol.runtime.commands.engine", "serve a model engine: local llama.cpp or the scripted test double"),
     "mcp": Command("mol.runtime.commands.mcp", "list MCP servers and their tools, resources and prompts; call a tool"),
+    "sandbox": Command("mol.runtime.commands.sandbox", "run commands in hardened Docker sandboxes; build the image; gc"),
 }
 """Every subcommand, in the order ``mol --help`` lists them."""
 

@@ -242,22 +242,38 @@ class LiteLLMEngine:
                           completion.usage, time.perf_counter() - started)
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _is_connection_failure(exc: Exception) -> bool:
+    """litellm reports a refused connection as a 500 on some transports: look deeper."""
+    for inner in _chain(exc):
+        name = type(inner).__name__
+        if isinstance(inner, ConnectionError) or name in (
+                "ClientConnectorError", "ConnectError", "ServerDisconnectedError"):
+            return True
+    return "Cannot connect to host" in str(exc) or "Connection refused" in str(exc)
+
+
 def _translate(exc: Exception, model: str) -> EngineError:
-    """Map a litellm (or httpx) exception onto the EngineError tree."""
+    """Map a litellm (or httpx/aiohttp) exception onto the EngineError tree."""
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     message = str(getattr(exc, "message", "") or exc).strip() or name
     message = f"{model}: {message}"
     if name == "Timeout" or "timeout" in name.lower():
         return EngineTimeout(message)
-    if name == "APIConnectionError" and status in (None, 500):
+    if _is_connection_failure(exc):
         return EngineConnectionError(message)
     if status == 429 or name == "RateLimitError":
         return EngineRateLimited(message)
     if isinstance(status, int):
         return EngineResponseError(message, status=status)
-    if name in ("APIConnectionError", "ConnectError"):
-        return EngineConnectionError(message)
     return EngineProtocolError(f"{message} ({name})")
 
 

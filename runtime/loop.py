@@ -78,6 +78,7 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
               outcome: LoopOutcome | None = None) -> LoopOutcome:
     """Run the loop on ``view`` + ``pending`` (uncommitted messages that open or resume it)."""
     outcome = outcome or LoopOutcome()
+    view = list(view)  # a snapshot: commits extend the conversation's own list
     specs = tool_specs(env)
     params = env.config.params.model_dump(exclude_none=True)
     steps = 0

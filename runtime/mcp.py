@@ -54,6 +54,7 @@ class Connection:
         self.client: Any = None
         self.process: ServerProcess | None = None
         self.failure: str | None = None
+        self.established = False
         self.closed = anyio.Event()
         self._changes_send, self._changes = anyio.create_memory_object_stream[None](1)
 
@@ -81,12 +82,19 @@ class Connection:
         """End the connection because the server misbehaved or died."""
         if self.failure is None and not self.closed.is_set():
             self.failure = reason
-            logger.warning("MCP server %r: %s", self.name, reason)
+            # A failed start is reported once, by the manager, as a startup error.
+            log = logger.warning if self.established else logger.debug
+            log("MCP server %r: %s", self.name, reason)
         self.closed.set()
 
     def close(self) -> None:
         """End the connection on purpose (session shutdown)."""
         self.closed.set()
+
+    def release(self) -> None:
+        """Free the connection's streams (after its tasks ended)."""
+        self._changes_send.close()
+        self._changes.close()
 
     # -- requests --------------------------------------------------------------
 
@@ -127,8 +135,8 @@ class Connection:
         """Prompt ``name`` rendered with ``arguments``."""
         return await self.request(self.client.get_prompt(name, arguments), f"prompts/get {name}")
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
-        """Call tool ``name`` under ``timeout`` seconds; returns the SDK's ``CallToolResult``.
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call tool ``name`` under ``tool_timeout_sec``; returns the SDK's ``CallToolResult``.
 
         Progress notifications are logged and never extend the deadline. On
         timeout the SDK sends ``notifications/cancelled`` for the request (it
@@ -139,11 +147,10 @@ class Connection:
 
         return await self.request(
             self.client.call_tool(name, arguments, progress_callback=progress),
-            f"tool {name!r}", timeout=timeout)
+            f"tool {name!r}")
 
-    async def request(self, awaitable: Awaitable[Any], what: str,
-                      timeout: float | None = None) -> Any:
-        """Await one SDK request under ``timeout``, translating failures to ``MCPError``s.
+    async def request(self, awaitable: Awaitable[Any], what: str) -> Any:
+        """Await one SDK request under ``tool_timeout_sec``, translating failures to ``MCPError``s.
 
         A connection that dies meanwhile fails the request at once: closing it
         ends the SDK's read stream, which fails every pending request.
@@ -151,7 +158,7 @@ class Connection:
         from mcp.shared.exceptions import MCPError as SDKError
         from pydantic import ValidationError
 
-        limit = timeout if timeout is not None else self.config.tool_timeout_sec
+        limit = self.config.tool_timeout_sec
         if self.closed.is_set():
             awaitable.close()  # type: ignore[attr-defined]
             raise self._died(what)
@@ -191,8 +198,13 @@ class Connection:
         except anyio.WouldBlock:
             pass
 
-    async def watch_tool_changes(self, refresh: Callable[[Connection], Awaitable[None]]) -> None:
-        """Call ``refresh`` whenever the server says its tool list changed (both eras)."""
+    async def watch_tool_changes(self, refresh: Callable[[Connection], Awaitable[None]], *,
+                                 task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Call ``refresh`` whenever the server says its tool list changed (both eras).
+
+        Reports started once a 2026-07-28 subscription is acknowledged, so no
+        change made after startup can be missed.
+        """
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         tools = self.capability("tools")
@@ -200,20 +212,26 @@ class Connection:
             # 2026-07-28 servers announce changes only on a subscription, when they
             # advertise it; older ones send notifications, advertised or not.
             if self.protocol_version in MODERN_PROTOCOL_VERSIONS and tools and tools.list_changed:
-                tg.start_soon(self._listen)
+                await tg.start(self._listen)
+            task_status.started()
             async for _ in self._changes:
                 try:
                     await refresh(self)
                 except MCPError as exc:
                     logger.warning("MCP server %r: refreshing tools failed: %s", self.name, exc)
 
-    async def _listen(self) -> None:
+    async def _listen(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        started = False
         try:
             async with self.client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                started = True
                 async for _ in subscription:
                     self._signal_change()
         except Exception as exc:  # a lost subscription must not end the connection
             logger.info("MCP server %r: change subscription ended: %s", self.name, exc)
+            if not started:
+                task_status.started()
 
 
 async def run_connection(name: str, config: Any, base_dir: Path, startup: Startup,
@@ -235,22 +253,25 @@ async def run_connection(name: str, config: Any, base_dir: Path, startup: Startu
             async with AsyncExitStack() as stack:
                 try:
                     await _open(conn, stack, base_dir)
+                    # Subscribe to changes before listing: nothing falls in between.
+                    tg = await stack.enter_async_context(anyio.create_task_group())
+                    await tg.start(conn.watch_tool_changes, refresh)
                     await opened(conn)
                 except BaseException as exc:
                     _startup_failed(conn, startup, exc, timed_out=scope.cancel_called)
                     raise
                 scope.deadline = math.inf
+                conn.established = True
                 startup.connection = conn
                 startup.done.set()
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(conn.watch_tool_changes, refresh)
-                    await conn.closed.wait()
-                    tg.cancel_scope.cancel()
+                await conn.closed.wait()
+                tg.cancel_scope.cancel()
     except Exception as exc:  # the failure is in ``startup``; teardown trouble must not spread
         if startup.connection is not None:
             logger.warning("MCP server %r: error while closing: %s", name, _explain(exc))
     finally:
         conn.close()
+        conn.release()
         startup.done.set()
 
 
@@ -355,6 +376,8 @@ async def _stdio_transport(conn: Connection, base_dir: Path) -> AsyncIterator[An
                 yield read_recv, write_send
             finally:
                 tg.cancel_scope.cancel()
+                for stream in (read_send, read_recv, write_send, write_recv):
+                    stream.close()
 
 
 async def _http_transport(conn: Connection, stack: AsyncExitStack) -> Any:

@@ -193,7 +193,7 @@ class _Server:
         if raw not in self.present:
             return ToolResult(f"Error: MCP server {self.name!r} no longer offers tool {raw!r}",
                               is_error=True)
-        result = await conn.call_tool(raw, arguments, self.config.tool_timeout_sec)
+        result = await conn.call_tool(raw, arguments)
         self.failures = 0
         text = result_text(result.content, result.structured_content, self.manager.max_result_chars)
         return ToolResult(text, is_error=bool(result.is_error), data=result.structured_content)

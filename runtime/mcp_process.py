@@ -127,7 +127,7 @@ class ServerProcess:
         Polls instead of ``Process.wait()``, which on asyncio also waits for the
         pipes to close, and a grandchild holding them would hide the exit.
         """
-        while self.returncode is None:
+        while self.returncode is None:  # noqa: ASYNC110 (no event fires on a child's exit alone)
             await anyio.sleep(_POLL_SEC)
         return self.returncode
 
@@ -159,7 +159,7 @@ class ServerProcess:
         # Even after a clean exit of the leader, descendants may linger in its group.
         if _signal_group(pgid, signal.SIGTERM):
             with anyio.move_on_after(TERM_GRACE_SEC):
-                while _group_alive(pgid):
+                while _group_alive(pgid):  # noqa: ASYNC110 (a process group has no exit event)
                     await anyio.sleep(0.02)
             _signal_group(pgid, signal.SIGKILL)
         with anyio.move_on_after(2.0):
@@ -186,17 +186,26 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` still exists (zombies excepted)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+def processes() -> list[tuple[int, str, int, int]]:
+    """(pid, state, ppid, process group) of every process, from /proc."""
+    table = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                # Fields after the parenthesized command: state, ppid, pgrp, ...
+                fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        # Fields after the command: state, ppid, pgrp, ...
-        if int(stat[2]) == pgid and stat[0] != b"Z":
-            return True
-    return False
+        table.append((int(name), fields[0].decode(), int(fields[1]), int(fields[2])))
+    return table
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group ``pgid``."""
+    return [pid for pid, state, _, group in processes() if group == pgid and state != "Z"]
+
+
+def _group_alive(pgid: int) -> bool:
+    return bool(group_members(pgid))

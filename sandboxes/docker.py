@@ -12,6 +12,7 @@ error into a ``SandboxError`` (keeping the cause)::
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -84,12 +85,13 @@ def _explain(exc: Any) -> str:
     return str(getattr(exc, "explanation", None) or exc)
 
 
-async def call(func: Callable[..., T], *args: Any, what: str, deadline: float = DEADLINE) -> T:
+async def call(func: Callable[..., T], *args: Any, what: str, deadline: float = DEADLINE,
+               **kwargs: Any) -> T:
     """Run a blocking Docker operation in a worker thread under ``deadline`` seconds."""
 
     def run() -> T:
         with translated(what):
-            return func(*args)
+            return func(*args, **kwargs)
 
     try:
         with anyio.fail_after(deadline):
@@ -125,7 +127,8 @@ def image_exists(name: str) -> bool:
 
 
 def read_image_file(image: str, path: str, limit: int = 1 << 20) -> bytes | None:
-    """One small file of an image (e.g. ``/etc/passwd``), read from a never-started container."""
+    """A tar archive of one small file of an image (e.g. ``/etc/passwd``), read from a
+    never-started container; ``None`` when the image has no such file."""
     api = client().api
     container = api.create_container(image, command=["true"], network_disabled=True)["Id"]
     try:
@@ -139,20 +142,13 @@ def read_image_file(image: str, path: str, limit: int = 1 << 20) -> bytes | None
 
 def import_image(chunks: Iterable[bytes], tag: str, changes: list[str]) -> str:
     """Import a root filesystem tar stream as image ``tag``; returns the engine's reply."""
+    from docker.utils import parse_repository_tag
+
+    repository, version = parse_repository_tag(tag)
     # A generator is sent with chunked transfer encoding: the tar never sits in memory.
-    reply = client().api.import_image(src=_Readable(chunks), repository=tag, changes=changes,
-                                      stream_src=True)
+    reply = client().api.import_image(src=chunks, repository=repository, tag=version,
+                                      changes=changes, stream_src=True)
     return reply if isinstance(reply, str) else json.dumps(reply)
-
-
-class _Readable:
-    """A file-like view of byte chunks (what ``import_image(stream_src=True)`` streams)."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks = iter(chunks)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self._chunks
 
 
 # -- containers -----------------------------------------------------------------------
@@ -203,10 +199,11 @@ def _raw_socket(response_socket: Any) -> socket.socket:
         raise SandboxError("the Docker connection is not a plain socket (ssh:// or npipe "
                            "engines are not supported for sandboxes)")
     own = raw.dup()
-    response = getattr(response_socket, "_response", None)
-    response_socket.close()
-    if response is not None:
-        response.close()
+    # Drop the SDK's handles on the connection; ``own`` keeps it open.
+    for handle in (getattr(response_socket, "_response", None), response_socket):
+        with contextlib.suppress(Exception):
+            if handle is not None:
+                handle.close()
     return own
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -97,14 +98,16 @@ async def locate(workspace: str, path: str, stat: Stat) -> Located:
 
 def pack(parts: list[str], data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
     """A tar archive creating the directories ``parts[:-1]`` and the file ``parts[-1]``."""
-    buffer = io.BytesIO()
+    buffer, now = io.BytesIO(), int(time.time())
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for depth in range(1, len(parts)):
             folder = tarfile.TarInfo("/".join(parts[:depth]))
             folder.type, folder.mode, folder.uid, folder.gid = tarfile.DIRTYPE, 0o755, uid, gid
+            folder.mtime = now
             archive.addfile(folder)
         member = tarfile.TarInfo("/".join(parts))
         member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
+        member.mtime = now
         archive.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
 

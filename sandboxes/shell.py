@@ -38,26 +38,36 @@ from mol.sandboxes.stream import STDOUT, MarkerScanner, MuxSocket
 SHELL_SCRIPT = r"""
 exec 63<&0 </dev/null
 __mol_mark="__mol_$1_"
+__mol_pidfile=/sys/fs/cgroup/pids/pids.current
+[[ -r $__mol_pidfile ]] || __mol_pidfile=/sys/fs/cgroup/pids.current
+[[ -r $__mol_pidfile ]] || __mol_pidfile=/dev/null
 trap 'builtin printf "%sexit %d\n" "$__mol_mark" "$?"' EXIT
 __mol_status() { return "$1"; }
 __mol_rc=0
+__mol_n=0
 while IFS= builtin read -r -d '' -u 63 __mol_cmd; do
+  (( __mol_n += 1 ))
+  builtin export MOL_COMMAND="$1-$__mol_n"
   __mol_status "$__mol_rc"
   builtin eval "$__mol_cmd" 2>&1
   __mol_rc=$?
-  builtin printf '%s%d\n' "$__mol_mark" "$__mol_rc"
+  __mol_pids=0
+  builtin read -r __mol_pids <"$__mol_pidfile"
+  builtin printf '%s%d %d\n' "$__mol_mark" "$__mol_rc" "$__mol_pids"
 done
 """
-"""The command shell's loop; ``$1`` is the marker token."""
+"""The command shell's loop; ``$1`` is the marker token. The marker line carries the
+exit status and how many processes the sandbox holds (its pids cgroup), so a fork
+bomb left running in the background is noticed when the command returns."""
 
 CONTROL_SCRIPT = r"""
 __mol_mark="__mol_$1_"
 __mol_sweep() {
-  local up ticks since p stat pass found killed=0 spare=" 1 $$ ${*:2} "
-  local -a f
+  local up ticks since=0 p stat pass found tag v killed=0 spare=" 1 $$ ${*:3} "
+  local -a f e
   builtin read -r up _ </proc/uptime
   ticks=${up/./}
-  since=$(( 10#$ticks - $1 ))
+  (( $1 < 0 )) || since=$(( 10#$ticks - $1 ))
   for (( pass = 0; pass < 200; pass++ )); do
     found=0
     for p in /proc/[0-9]*; do
@@ -66,6 +76,12 @@ __mol_sweep() {
       builtin read -r stat 2>/dev/null <"/proc/$p/stat" || continue
       builtin read -r -a f <<<"${stat##*) }"
       (( f[19] >= since )) || continue
+      if [[ $2 != - ]]; then  # spare what an earlier command started (its MOL_COMMAND)
+        tag=""
+        builtin mapfile -d '' -t e 2>/dev/null <"/proc/$p/environ"
+        for v in "${e[@]}"; do [[ $v == MOL_COMMAND=* ]] && tag=${v#MOL_COMMAND=}; done
+        [[ -z $tag || $tag == "$2" ]] || continue
+      fi
       builtin kill -KILL "$p" 2>/dev/null && found=1 && killed=$(( killed + 1 ))
     done
     (( found )) || break
@@ -75,8 +91,11 @@ __mol_sweep() {
 __mol_kill() { builtin kill -KILL "$@" 2>/dev/null; builtin printf '%s%d\n' "$__mol_mark" "$?"; }
 while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
 """
-"""The control shell (the container's main process). ``__mol_sweep TICKS PIDS...`` kills
-every process started in the last TICKS clock ticks except PIDS, init and itself."""
+"""The control shell (the container's main process). ``__mol_sweep TICKS TAG PIDS...``
+kills every process started in the last TICKS clock ticks (whenever, for -1) except
+PIDS, init and itself, and except processes whose ``MOL_COMMAND`` names another command
+than TAG (``-``: kill regardless). The command shell exports ``MOL_COMMAND`` per command;
+forked subshells that never exec'd carry none and count as recent."""
 
 TICKS_PER_SECOND = 100
 """Linux ``USER_HZ``: the unit of ``/proc/uptime`` decimals and of process start times."""
@@ -103,6 +122,10 @@ class CommandResult:
     """The shell ended during this command (``exit``, ``set -e``, killed after a timeout)."""
     fresh_shell: bool = False
     """This command ran in a fresh shell because the previous one had ended."""
+    processes: int = 0
+    """Processes in the sandbox when the command ended (0: unknown)."""
+    process_limit_kills: int = 0
+    """Processes killed because the sandbox hit ``pids_limit`` after this command."""
     duration: float = 0.0
 
     def notes(self) -> list[str]:
@@ -117,6 +140,10 @@ class CommandResult:
         if self.dropped_bytes:
             notes.append(f"Output truncated: {self.dropped_bytes} of {self.total_bytes} bytes "
                          "were dropped from the middle.")
+        if self.process_limit_kills:
+            notes.append(f"The sandbox reached its process limit (a fork bomb?): "
+                         f"{self.process_limit_kills} processes were killed, all but the "
+                         "shell.")
         if self.shell_exited:
             notes.append("The shell exited; the next command starts a fresh one (working "
                          "directory and variables reset).")
@@ -149,10 +176,12 @@ class Control:
         self.pid = int(await self._ask("builtin printf '%s%d\\n' \"$__mol_mark\" $$"))
         return self.pid
 
-    async def sweep(self, seconds: float, spare: list[int]) -> int:
-        """Kill every process that started in the last ``seconds``, except ``spare``."""
-        ticks = math.ceil(seconds * TICKS_PER_SECOND) + 2
-        return int(await self._ask(f"__mol_sweep {ticks} {' '.join(map(str, spare))}"))
+    async def sweep(self, seconds: float | None, spare: list[int], tag: str = "-") -> int:
+        """Kill every process that started in the last ``seconds`` (``None``: whenever)
+        for command ``tag``, except ``spare``; returns how many were killed."""
+        ticks = -1 if seconds is None else math.ceil(seconds * TICKS_PER_SECOND) + 2
+        pids = " ".join(map(str, spare))
+        return int(await self._ask(f"__mol_sweep {ticks} {tag or '-'} {pids}"))
 
     async def kill(self, pid: int) -> None:
         """SIGKILL one process."""
@@ -179,10 +208,14 @@ class Control:
 class Shell:
     """One persistent command shell; not safe for concurrent commands (the sandbox locks)."""
 
-    def __init__(self, sock: MuxSocket, token: str, control: Control) -> None:
+    def __init__(self, sock: MuxSocket, token: str, control: Control, *,
+                 pids_limit: int = 0) -> None:
         self._sock = sock
         self._scanner = MarkerScanner(f"__mol_{token}_".encode())
         self._control = control
+        self._pids_limit = pids_limit
+        self._token = token
+        self._count = 0
         self._stderr: deque[bytes] = deque(maxlen=16)
         self.pid = 0
         self.alive = True
@@ -192,19 +225,20 @@ class Shell:
         """A marker token no command output contains by accident."""
         return secrets.token_hex(8)
 
-    async def handshake(self, timeout: float = 30.0) -> int:
+    async def handshake(self, timeout: float = 30.0) -> int:  # noqa: ASYNC109 (kills in-sandbox processes)
         """Check the shell answers; returns its pid."""
         result = await self.run("builtin echo $$", timeout=timeout, limit=1024)
         if result.exit_code != 0:
             raise ShellDied(f"the sandbox shell did not start: {self.diagnostics() or result}")
         self.pid = int(result.output.strip())
+        await self._reap(result.processes)
         return self.pid
 
     def diagnostics(self) -> str:
         """The last things the shell wrote on its own stderr."""
         return b"".join(self._stderr).decode("utf-8", "replace").strip()
 
-    async def run(self, command: str, *, timeout: float, limit: int,
+    async def run(self, command: str, *, timeout: float, limit: int,  # noqa: ASYNC109 (kills in-sandbox processes)
                   on_output: Callable[[bytes], None] | None = None) -> CommandResult:
         """Run ``command`` in the shell; output beyond ``limit`` bytes keeps head and tail."""
         if not self.alive:
@@ -217,6 +251,7 @@ class Shell:
                 on_output(data)
 
         self._scanner.sink = sink
+        self._count += 1
         started = time.monotonic()
         word: str | None = None
         timed_out = False
@@ -231,11 +266,20 @@ class Shell:
             word = None
         if word is None or word.startswith("exit"):
             self.close()
-        code = _status(word)
+        code, processes = _status(word)
+        reaped = await self._reap(processes) if self.pid else 0
         return CommandResult(
             output=cap.text(), exit_code=code, timed_out=timed_out, timeout=timeout,
             total_bytes=cap.total, dropped_bytes=cap.dropped, shell_exited=not self.alive,
+            processes=processes, process_limit_kills=reaped,
             duration=time.monotonic() - started)
+
+    async def _reap(self, processes: int) -> int:
+        """Near the process limit (a fork bomb, most likely), kill every other process."""
+        limit = self._pids_limit
+        if not limit or processes < max(limit - 8, 0.9 * limit):
+            return 0
+        return max(1, await self._control.sweep(None, [self.pid] if self.alive else []))
 
     async def _next_marker(self) -> str:
         while True:
@@ -249,7 +293,7 @@ class Shell:
 
     async def _stop(self, elapsed: float) -> str | None:
         """After a timeout: kill what the command started, then let the shell report."""
-        await self._control.sweep(elapsed, [self.pid])
+        await self._control.sweep(elapsed, [self.pid], f"{self._token}-{self._count}")
         with anyio.move_on_after(GRACE):
             return await self._next_marker()
         # A loop of builtins runs in the shell itself: only killing the shell stops it.
@@ -262,7 +306,9 @@ class Shell:
         self._sock.close()
 
 
-def _status(word: str | None) -> int | None:
-    """The exit status in a marker word: ``0``, ``127``, ``exit 3``."""
-    digits = (word or "").removeprefix("exit").strip()
-    return int(digits) if digits.isdigit() else None
+def _status(word: str | None) -> tuple[int | None, int]:
+    """Exit status and process count in a marker word: ``0 5``, ``127 4``, ``exit 3``."""
+    fields = (word or "").removeprefix("exit").split()
+    code = int(fields[0]) if fields and fields[0].isdigit() else None
+    processes = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+    return code, processes

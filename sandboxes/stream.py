@@ -8,8 +8,8 @@ per call beyond the frame payload) and writes stdin bytes.
 
 ``MarkerScanner`` splits a byte stream at a marker line ``<prefix><word>\\n``:
 bytes before the marker are command output, the word after it is the exit
-status. It holds back only a marker's length of bytes, so it runs in constant
-memory over any amount of output.
+status. It holds back only bytes that could begin a marker, so output streams
+on at once and memory stays constant over any amount of output.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class MarkerScanner:
         while True:
             index = window.find(self.prefix, start)
             if index < 0:
-                keep = min(len(window) - start, len(self.prefix) - 1)
+                keep = self._partial(window, start)
                 self._emit(window[start:len(window) - keep])
                 self._pending = window[len(window) - keep:]
                 return None
@@ -124,6 +124,16 @@ class MarkerScanner:
             self._emit(window[start:index])
             self._pending = window[newline + 1:]
             return window[index + len(self.prefix):newline].decode("ascii", "replace")
+
+    def _partial(self, window: bytes, start: int) -> int:
+        """Length of the longest tail of ``window`` that could begin a marker.
+
+        Only that much is held back, so output streams on without waiting for more.
+        """
+        for size in range(min(len(window) - start, len(self.prefix) - 1), 0, -1):
+            if window.endswith(self.prefix[:size]):
+                return size
+        return 0
 
     def _emit(self, data: bytes) -> None:
         if data:

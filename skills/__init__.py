@@ -39,7 +39,11 @@ _EXPORTS = {
     "list_files": "files", "read_text": "files",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "BUILTIN_ROOT", "Skill", "adapter_skills", "builtin_skills", "catalog_text", "discover",
+    "for_artifact", "list_files", "load_all", "load_skill_folder", "load_sources", "read_text",
+    "skill_for", "with_catalog",
+]
 
 
 def __getattr__(name: str) -> Any:

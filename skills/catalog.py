@@ -9,7 +9,7 @@ the model asks for them.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ def for_artifact(doc: Any, base_dir: Path) -> ArtifactSkills:
                                         _hint(name, skills, doc)))
             elif name not in digests:
                 digests[name] = digest_tree(skill.folder)
+                skills[name] = replace(skill, digest=digests[name])
     result.digests = dict(sorted(digests.items()))
     return result
 

@@ -40,8 +40,11 @@ def list_files(skill: Skill) -> list[str]:
     return sorted(found)
 
 
-def confined(skill: Skill, relative: str) -> Path:
-    """The absolute path of ``relative`` inside the skill's folder, or ``FileRefused``."""
+def confined(skill: Skill, relative: str, folders: bool = False) -> Path:
+    """The absolute path of ``relative`` inside the skill's folder, or ``FileRefused``.
+
+    It must name a file, or with ``folders`` a file or a folder.
+    """
     if not relative.strip():
         raise FileRefused("path is empty; give a path relative to the skill folder, "
                           "e.g. references/guide.md")
@@ -57,11 +60,24 @@ def confined(skill: Skill, relative: str) -> Path:
     target = (root / posix).resolve()
     if not target.is_relative_to(root):
         raise FileRefused(f"{relative!r} leads outside the skill folder (a symbolic link)")
-    if not target.is_file():
+    if not (target.is_file() or (folders and target.is_dir())):
         files = list_files(skill)
         known = ", ".join(files[:MAX_LISTED]) if files else "none besides SKILL.md"
         raise FileRefused(f"skill {skill.name!r} has no file {relative!r}; its files: {known}")
     return target
+
+
+def files_under(skill: Skill, relative: str) -> list[tuple[str, Path]]:
+    """``(relative path, absolute path)`` of the file ``relative``, or of every file in the
+    folder ``relative`` (``.`` for the whole skill), confined like ``read_text``."""
+    target = confined(skill, relative, folders=True)
+    if target.is_file():
+        return [(target.relative_to(skill.folder.resolve()).as_posix(), target)]
+    root = skill.folder.resolve()
+    inside = target.relative_to(root).as_posix()
+    prefix = "" if inside == "." else inside + "/"
+    chosen = [f for f in [*list_files(skill), SKILL_FILE] if f.startswith(prefix)]
+    return [(f, (root / f).resolve()) for f in sorted(chosen)]
 
 
 def read_text(skill: Skill, relative: str, max_bytes: int = MAX_FILE_BYTES) -> str:

@@ -62,6 +62,8 @@ class Skill:
     """Front-matter fields outside the specification, kept as parsed."""
     warnings: tuple[str, ...] = ()
     """Non-fatal findings, e.g. unknown fields."""
+    digest: str = ""
+    """Digest of the folder's files, set for the skills an HCP artifact's adapters use."""
 
     @property
     def file(self) -> Path:
@@ -87,7 +89,7 @@ def parse_front_matter(source: str, where: str) -> dict[str, Any]:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(source, Loader=loader)  # noqa: S506 - a safe loader
+        data = yaml.load(source, Loader=loader)  # a safe loader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         # The front matter starts on line 2 of SKILL.md (after the opening '---').

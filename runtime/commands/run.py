@@ -12,9 +12,14 @@ from typing import Any
 from mol.runtime.errors import UsageError
 
 
+def add_hcp_argument(parser: argparse.ArgumentParser,
+                     help: str = "the HCP artifact (default: $MOL_HCP)") -> None:
+    """The ``--hcp FILE`` option every command that needs an artifact takes."""
+    parser.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP") or None, help=help)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP"),
-                        help="the HCP artifact (default: $MOL_HCP)")
+    add_hcp_argument(parser)
     parser.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
                         "engine.api_base (also $MOL_ENGINE_URL)")
 

@@ -67,6 +67,8 @@ def list_skills(args: argparse.Namespace) -> int:
     width = max(len(n) for n in names)
     for name in names:
         skill = skills[name]
+        for warning in skill.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         used = ",".join(users.get(name, [])) or "-"
         description = " ".join(skill.description.split())
         if len(description) > 90:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
+
+from mol.runtime.commands.run import add_hcp_argument
 
 ADAPTER_CHOICES = ("L0", "L1", "L2", "L3")
 
@@ -13,8 +13,7 @@ def configure_tools(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mol tools``."""
     sub = parser.add_subparsers(dest="tools_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser("list", help="the tools each adapter sees, with their policy decision")
-    p.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP"),
-                   help="the HCP artifact (default: $MOL_HCP)")
+    add_hcp_argument(p)
     p.add_argument("--adapter", choices=ADAPTER_CHOICES, help="only this adapter")
     p.add_argument("--all", action="store_true", help="also list hidden and denied tools")
     p.set_defaults(func=list_tools)
@@ -24,8 +23,7 @@ def configure_plugins(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mol plugins``."""
     sub = parser.add_subparsers(dest="plugins_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser("list", help="loaded plugins, their tools, and plugins that failed")
-    p.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP"),
-                   help="use the artifact's [plugins] load list")
+    add_hcp_argument(p, help="use the artifact's [plugins] load list")
     p.set_defaults(func=list_plugins)
 
 

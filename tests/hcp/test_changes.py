@@ -1,6 +1,7 @@
 """diff and RFC 6902 patch, through the library and the CLI."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,22 @@ def test_patch_cli_rejects_bad_json(venti, tmp_path, capsys):
     patch.write_text("[{")
     assert main(["hcp", "patch", str(venti), str(patch)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+
+def test_diff_names_a_changed_skill(venti):
+    import shutil
+
+    skills = venti.parent / "myskills"
+    root = Path(__file__).resolve().parents[2] / "skills"
+    for name in ("swe-workflow", "terminal-basics", "personal-agent", "ui4a-genui"):
+        shutil.copytree(root / name, skills / name)
+    venti.write_text(venti.read_text() + '\n[skills]\npaths = ["myskills"]\nbuiltin = false\n')
+    before = load(venti)
+    body = skills / "swe-workflow" / "SKILL.md"
+    body.write_text(body.read_text() + "\nOne more habit.\n")
+    after = load(venti)
+    assert after.digest != before.digest
+    changes = {c.path: str(c) for c in diff(before, after)}
+    assert changes == {"skills.swe-workflow": "~ skills.swe-workflow: file skill swe-workflow changed",
+                       "skills.paths[0]": "~ skills.paths[0]: file myskills changed"}

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from mol.hcp import loader as hcp_loader
+from mol.hcp.digest import digest_value
 from mol.hcp.loader import load
 from mol.runtime.errors import HCPError
 from mol.skills import loader as skill_loader
@@ -77,6 +78,8 @@ def test_editing_one_builtin_skill_file_changes_only_the_artifacts_using_it(
     assert load(uses).digest == before_uses.digest  # stable while nothing changes
     form = hcp_loader._digest_form
     old = form(before_uses.doc, before_uses.files, _used(before_uses))
+    assert digest_value(old) == before_uses.digest
+    assert before_uses.skills["personal-agent"].digest == ""  # unused: not in the digest
 
     template = root / "swe-workflow" / "references" / "report-template.md"
     template.write_text(template.read_text() + "\nOne more line.\n")
@@ -86,6 +89,7 @@ def test_editing_one_builtin_skill_file_changes_only_the_artifacts_using_it(
 
     # Nothing else moved: the canonical forms differ in that one skill's digest only.
     new = form(after_uses.doc, after_uses.files, _used(after_uses))
+    assert digest_value(new) == after_uses.digest
     assert old.keys() == new.keys()
     assert [k for k in old if old[k] != new[k]] == ["$skills"]
     changed = [k for k in old["$skills"] if old["$skills"][k] != new["$skills"][k]]
@@ -93,9 +97,7 @@ def test_editing_one_builtin_skill_file_changes_only_the_artifacts_using_it(
 
 
 def _used(artifact):
-    from mol.skills.catalog import for_artifact
-
-    return for_artifact(artifact.doc, artifact.base_dir).digests
+    return {name: skill.digest for name, skill in sorted(artifact.skills.items()) if skill.digest}
 
 
 def test_editing_a_path_skill_file_changes_the_digest(tmp_path, make_artifact, make_skill):

@@ -78,3 +78,13 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path, capsys, make_skill
     (tmp_path / "empty").mkdir()
     code, _, err = run(capsys, "validate", tmp_path / "empty")
     assert code == 2 and "no SKILL.md in this folder or in its subfolders" in err
+
+
+def test_list_shows_warnings_of_an_artifacts_skills(tmp_path, capsys, make_artifact, make_skill):
+    make_skill(tmp_path / "ours", "odd", "name: odd\ndescription: An odd one.\nversion: 3\n")
+    path = make_artifact(tmp_path, {"L1": ["odd", "personal-agent"]}, paths=["ours"])
+    code, out, err = run(capsys, "list", "--hcp", path, "--adapter", "L1")
+    assert code == 0
+    assert [line.split()[:3] for line in out.splitlines()] == [
+        ["odd", "L1", "ours"], ["personal-agent", "L1", "builtin"]]
+    assert err.startswith("warning: ") and "odd/SKILL.md: version: unknown field" in err

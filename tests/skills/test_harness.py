@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import pytest
 
@@ -59,17 +61,25 @@ def artifact(tmp_path, make_skill):
     return load(tmp_path / "a.toml")
 
 
-@pytest.mark.anyio
-async def test_catalog_stable_load_skill_pinned_and_unlisted_skill_refused(artifact):
+async def converse(artifact):
+    """Three turns (L2, L2, L1) through a real harness and the scripted engine."""
     plugins = PluginManager([], builtin=("mol.plugins.builtin.skills",))
     async with ScriptedEngine.serve(SCRIPT) as engine:
         async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as harness:
             with anyio.fail_after(60):
-                first = await harness.turn("please fix the bug")
-                second = await harness.turn("and another bug")
-                third = await harness.turn("plan my week")
-        l2, l1 = engine.requests_for("L2"), engine.requests_for("L1")
+                turns = [await harness.turn(text) for text in
+                         ("please fix the bug", "and another bug", "plan my week")]
         assert engine.unused_rules() == []
+        return turns, engine.requests_for("L2"), engine.requests_for("L1"), engine.requests_for("L0")
+
+
+def _tool_messages(request):
+    return [m for m in request["body"]["messages"] if m["role"] == "tool"]
+
+
+@pytest.mark.anyio
+async def test_catalog_stable_load_skill_pinned_and_unlisted_skill_refused(artifact):
+    (first, second, third), l2, l1, l0 = await converse(artifact)
     assert (first.adapter, first.answer) == ("L2", "Fixed it with the kit.")
     assert (second.answer, third.adapter) == ("Second answer.", "L1")
     assert third.answer == "I cannot use that skill."
@@ -81,23 +91,28 @@ async def test_catalog_stable_load_skill_pinned_and_unlisted_skill_refused(artif
     assert systems[0]["content"].endswith(catalog_text(artifact, "L2"))
     assert "- kit: Test skill kit; use it in tests.\n- terminal-basics: " in systems[0]["content"]
     assert "Use the kit." not in systems[0]["content"]  # bodies stay out of the prompt
-    # Each request of L2 extends the previous one: the prefix cache keeps hitting.
-    for before, after in zip(l2, l2[1:], strict=False):
-        old, new = before["body"]["messages"], after["body"]["messages"]
-        assert new[:len(old)] == old
+    assert [t["function"]["name"] for t in l2[0]["body"]["tools"]] == [
+        "load_skill", "read_skill_file"]  # implicitly allowed for an adapter with skills
 
     # load_skill's result went back to L2, the adapter that asked, without routing.
-    tool_results = [m for m in l2[1]["body"]["messages"] if m["role"] == "tool"]
-    assert tool_results[-1]["content"].startswith("# Skill: kit\n\n# Kit\n\nUse the kit.\n")
-    assert [t["function"]["name"] for t in l2[0]["body"]["tools"]] == [
-        "load_skill", "read_skill_file"]  # implicitly allowed; read_file is not registered here
-    file_result = [m for m in l2[2]["body"]["messages"] if m["role"] == "tool"][-1]
-    assert file_result["content"] == "Guide text.\n"
-    assert len(engine.requests_for("L0")) == 3  # one routing request per turn, none for results
+    assert _tool_messages(l2[1])[-1]["content"].startswith(
+        "# Skill: kit\n\n# Kit\n\nUse the kit.\n")
+    assert _tool_messages(l2[2])[-1]["content"] == "Guide text.\n"
+    assert len(l0) == 3  # one routing request per turn, none for tool results
 
     # L1 lists only personal-agent: L2's skill is refused, and L1's catalog names only its own.
-    refused = [m for m in l1[1]["body"]["messages"] if m["role"] == "tool"][-1]
+    refused = _tool_messages(l1[1])[-1]
     assert refused["content"] == ("Error: skill 'kit' is not available to adapter L1; its skills "
                                   "are: personal-agent.")
     assert "- personal-agent: " in l1[0]["body"]["messages"][0]["content"]
     assert "- kit:" not in l1[0]["body"]["messages"][0]["content"]
+
+
+@pytest.mark.anyio
+async def test_each_request_with_skills_extends_the_previous_one(artifact):
+    # The catalog and skill results never rewrite history: the prefix cache keeps hitting.
+    _, l2, _, _ = await converse(artifact)
+    for before, after in itertools.pairwise(l2):
+        old, new = before["body"]["messages"], after["body"]["messages"]
+        assert new[:len(old)] == old
+        assert len(new) > len(old)

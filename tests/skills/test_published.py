@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mol.hcp.digest import digest_tree
 from mol.plugins.builtin.skills import load_skill, read_skill_file
 from mol.runtime.tools import ToolContext
@@ -34,7 +36,8 @@ def test_published_skill_loads_with_every_field_and_no_warning():
                                  "scripts/profile_csv.py"]
 
 
-def test_published_skill_through_an_artifact_and_the_tools(tmp_path, make_artifact):
+@pytest.mark.anyio
+async def test_published_skill_through_an_artifact_and_the_tools(tmp_path, make_artifact):
     shutil.copytree(PUBLISHED, tmp_path / "vendor")
     from mol.hcp.loader import load
 
@@ -46,7 +49,7 @@ def test_published_skill_through_an_artifact_and_the_tools(tmp_path, make_artifa
     assert not loaded.is_error
     assert "python3 scripts/profile_csv.py data.csv" in loaded.content
     assert "- references/REFERENCE.md\n" in loaded.content
-    reference = read_skill_file("csv-insights", "references/REFERENCE.md", context)
+    reference = await read_skill_file("csv-insights", "references/REFERENCE.md", context)
     assert reference.content == (PUBLISHED / "csv-insights/references/REFERENCE.md").read_text()
 
 

@@ -41,7 +41,9 @@ async def call(tools, name, arguments, artifact, adapter="L2"):
 
 def test_schemas_show_only_the_model_arguments(tools):
     assert tools["load_skill"].parameters["required"] == ["name"]
-    assert list(tools["read_skill_file"].parameters["properties"]) == ["skill", "path"]
+    assert list(tools["read_skill_file"].parameters["properties"]) == ["skill", "path",
+                                                                      "to_workspace"]
+    assert tools["read_skill_file"].parameters["required"] == ["skill", "path"]
     assert tools["load_skill"].description.startswith("Load the instructions of one of your skills")
 
 

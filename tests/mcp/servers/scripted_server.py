@@ -184,6 +184,22 @@ async def serve_stdio(legacy: bool) -> None:
             tg.cancel_scope.cancel()
 
 
+def serve_http(port: int) -> None:
+    """Streamable HTTP on loopback; records the credentials each request carries."""
+    import uvicorn
+
+    app = server.streamable_http_app()
+
+    async def recording(scope, receive, send):
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            auth = headers.get(b"authorization", b"").decode()
+            record(f"http {scope['method']} auth={auth!r} team={headers.get(b'x-team', b'').decode()!r}")
+        await app(scope, receive, send)
+
+    uvicorn.run(recording, host="127.0.0.1", port=port, log_level="warning")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--legacy", action="store_true")
@@ -202,7 +218,7 @@ def main() -> None:
     if args.banner:
         print("Starting scripted server v1.0 ...", flush=True)
     if args.http:
-        server.run(transport="streamable-http", host="127.0.0.1", port=args.http)
+        serve_http(args.http)
         return
     anyio.run(serve_stdio, args.legacy)
 

@@ -1,0 +1,135 @@
+"""Harness overhead per turn, against the same engine calls made with bare litellm.
+
+One turn = route (L0, constrained) -> L2 calls a tool -> L2 answers -> summary (L0).
+The baseline replays exactly the request bodies the harness sent, through
+``litellm.acompletion``, against the same scripted engine in the same run;
+rounds alternate so machine noise hits both alike. Prints medians and the
+ratio, then one JSON line. Target: ratio <= 1.10.
+
+    python bench/harness_bench.py [--rounds 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+SCRIPT = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L2"
+[[L2]]
+when = "^fix"
+times = -1
+tool_calls = [{ name = "echo", arguments = { text = "ping" } }]
+[[L2]]
+when = "PING"
+times = -1
+reply = "Fixed: the echo tool answered PING."
+[[L0]]
+constrained = false
+times = -1
+reply = "The user asked for a fix; L2 ran echo and reported success."
+"""
+
+HCP = """schema_version = 1
+name = "bench"
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+model_prefix = "hosted_vllm/"
+max_retries = 0
+[router]
+prompt = "Route the turn to one of L0, L1, L2, L3."
+[adapters.L2]
+prompt = "You are the coding specialist."
+tools.allow = ["echo"]
+"""
+
+
+class Echo:
+    """The one tool of the benchmark, as a plugin."""
+
+    from mol.plugins import hookimpl
+
+    @hookimpl
+    def mol_register_tools(self, register):
+        def echo(text: str) -> str:
+            """Echo the text in capitals."""
+            return text.upper()
+
+        register(echo)
+
+
+async def main(rounds: int) -> dict:
+    import litellm
+
+    from mol.hcp.loader import load
+    from mol.plugins.manager import PluginManager
+    from mol.runtime.harness import Harness
+    from mol.runtime.testing import ScriptedEngine
+
+    folder = Path(tempfile.mkdtemp())
+    (folder / "bench.toml").write_text(HCP)
+    artifact = load(folder / "bench.toml")
+    plugins = PluginManager(None, builtin=(), extra=[("echo", Echo())])
+    async with ScriptedEngine.serve(SCRIPT) as engine:
+
+        async def harness_turn() -> float:
+            started = time.perf_counter()
+            async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as h:
+                result = await h.turn("fix the failing test")
+            assert result.answer.startswith("Fixed"), result.answer
+            return time.perf_counter() - started
+
+        await harness_turn()  # warm-up: imports litellm, opens connections
+        recorded = [r["body"] for r in engine.requests[-4:]]
+
+        async def raw_turn() -> float:
+            started = time.perf_counter()
+            for body in recorded:
+                kwargs = {k: v for k, v in body.items() if k not in ("model", "messages")}
+                extra = {k: kwargs.pop(k) for k in ("structured_outputs",) if k in kwargs}
+                await litellm.acompletion(
+                    model="hosted_vllm/" + body["model"], messages=body["messages"],
+                    api_base=engine.base_url, api_key="none", extra_body=extra or None,
+                    **kwargs)
+            return time.perf_counter() - started
+
+        await raw_turn()
+        mol_times, raw_times = [], []
+        for index in range(rounds):
+            order = (harness_turn, raw_turn) if index % 2 == 0 else (raw_turn, harness_turn)
+            for run in order:
+                (mol_times if run is harness_turn else raw_times).append(await run())
+    mol_median, raw_median = statistics.median(mol_times), statistics.median(raw_times)
+    return {
+        "benchmark": "harness_overhead_per_turn",
+        "rounds": rounds,
+        "engine_calls_per_turn": len(recorded),
+        "mol_turn_ms_median": round(mol_median * 1000, 3),
+        "litellm_turn_ms_median": round(raw_median * 1000, 3),
+        "overhead_ms_median": round((mol_median - raw_median) * 1000, 3),
+        "ratio": round(mol_median / raw_median, 4),
+        "target_ratio": 1.10,
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    figures = anyio.run(main, parser.parse_args().rounds)
+    print(f"mol harness turn   median {figures['mol_turn_ms_median']:9.3f} ms")
+    print(f"bare litellm calls median {figures['litellm_turn_ms_median']:9.3f} ms "
+          f"({figures['engine_calls_per_turn']} calls)")
+    print(f"ratio {figures['ratio']:.3f} (target <= {figures['target_ratio']})")
+    print(json.dumps(figures))

@@ -1,0 +1,251 @@
+"""A sandbox: one hardened, long-lived container with a persistent shell, owned by ``async with``.
+
+::
+
+    async with open_sandbox(artifact.doc.sandbox, session_id=sid) as sandbox:
+        result = await sandbox.run("pytest -q", timeout=60)
+        await sandbox.write_file("notes.txt", b"...")
+
+Every Docker call runs in a worker thread under a deadline (``docker.call``).
+The container is removed when the ``async with`` ends, even on cancellation;
+if the process dies first, the container's owner labels let ``gc_orphans``
+remove it at the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+
+from mol.hcp.schema import SandboxConfig
+from mol.runtime.errors import SandboxError
+from mol.sandboxes import docker, files, owner
+from mol.sandboxes.shell import CONTROL_SCRIPT, SHELL_SCRIPT, CommandResult, Control, Shell
+from mol.sandboxes.stream import MuxSocket
+
+ENVIRONMENT = {
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "LANG": "C.UTF-8",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "TMPDIR": "/tmp",
+}
+"""Variables every sandbox starts with: no pagers or colour prompts waiting for a human."""
+
+MAX_FILE_BYTES = 64 << 20
+"""Largest file ``read_file`` fetches out of a sandbox."""
+
+STARTUP_DEADLINE = 30.0
+"""Seconds a new shell may take to answer its first command."""
+
+
+def hardening(config: SandboxConfig, *, uid: int, gid: int) -> dict[str, Any]:
+    """Container options enforcing ``config``'s limits (see docs/sandboxes.md)."""
+    options: dict[str, Any] = {
+        "user": f"{uid}:{gid}",
+        "network_mode": config.network,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "pids_limit": config.pids_limit,
+        "mem_limit": config.memory,
+        "memswap_limit": config.memory,  # equal to the memory limit: no swap on top
+        "nano_cpus": int(config.cpus * 1e9),
+        "init": True,
+        "read_only": config.read_only_root,
+        "tmpfs": {"/tmp": f"size={config.tmp_size},mode=1777,exec,nosuid,nodev"},
+        "shm_size": "64m",
+        "ipc_mode": "private",
+        "log_config": {"type": "none"},  # output never piles up in the engine's log files
+        "volume_mounts": [{"target": config.workspace, "driver_opts": {
+            "type": "tmpfs", "device": "tmpfs",
+            "o": f"size={config.workspace_size},uid={uid},gid={gid},mode=0755,nosuid,nodev"}}],
+    }
+    if config.runtime:
+        options["runtime"] = config.runtime
+    return options
+
+
+class Sandbox:
+    """A running sandbox container with its control shell and command shell."""
+
+    def __init__(self, config: SandboxConfig | None = None, *, session_id: str = "") -> None:
+        self.config = config or SandboxConfig()
+        self.session_id = session_id
+        self.id = ""
+        """The container id (empty until started)."""
+        self.uid = self.gid = 0
+        self._control: Control | None = None
+        self._shell: Shell | None = None
+        self._lock = anyio.Lock()
+
+    @property
+    def workspace(self) -> str:
+        """The writable working directory inside the container."""
+        return self.config.workspace
+
+    async def __aenter__(self) -> Sandbox:
+        if not self.id:
+            await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Create and start the container, then open its control and command shells."""
+        from mol.sandboxes.users import resolve_user
+
+        image = await docker.call(docker.inspect_image, self.config.image,
+                                  what=f"inspect image {self.config.image}")
+        self.uid, self.gid = await resolve_user(self.config, image)
+        token = Shell.new_token()
+        self.id = await docker.call(
+            docker.create_container, self.config.image, what="create a sandbox container",
+            **self._create_options(token))
+        try:
+            await docker.call(docker.start_container, self.id, what="start the sandbox")
+            sock = await docker.call(docker.attach_socket, self.id, what="attach to the sandbox")
+            self._control = Control(MuxSocket(sock), token)
+            with anyio.fail_after(STARTUP_DEADLINE):
+                await self._control.handshake()
+            await self._new_shell()
+        except BaseException as exc:
+            await self.close()
+            if isinstance(exc, anyio.EndOfStream | TimeoutError):
+                raise SandboxError(f"the sandbox in image {self.config.image} did not start: "
+                                   "the image needs bash") from exc
+            raise
+
+    def _create_options(self, token: str) -> dict[str, Any]:
+        return {
+            "entrypoint": ["bash"],
+            "command": ["--noprofile", "--norc", "-c", CONTROL_SCRIPT, "bash", token],
+            "stdin_open": True,
+            "detach": True,
+            "working_dir": self.workspace,
+            "environment": ENVIRONMENT,
+            "hostname": "sandbox",
+            "labels": owner.labels(self.session_id),
+            **hardening(self.config, uid=self.uid, gid=self.gid),
+        }
+
+    async def _new_shell(self) -> None:
+        try:
+            await self._open_shell()
+        except SandboxError:
+            # No pid left for the new shell (a fork bomb): clear the sandbox, try once more.
+            assert self._control is not None
+            await self._control.sweep(None, [])
+            await self._open_shell()
+
+    async def _open_shell(self) -> None:
+        token = Shell.new_token()
+        sock = await docker.call(
+            docker.exec_socket, self.id,
+            ["bash", "--noprofile", "--norc", "-c", SHELL_SCRIPT, "bash", token],
+            what="start the sandbox shell", user=f"{self.uid}:{self.gid}",
+            workdir=self.workspace, environment={})
+        assert self._control is not None
+        shell = Shell(MuxSocket(sock), token, self._control,
+                      pids_limit=self.config.pids_limit)
+        try:
+            await shell.handshake(STARTUP_DEADLINE)
+        except BaseException:
+            shell.close()
+            raise
+        self._shell = shell
+
+    async def close(self) -> None:
+        """Remove the container and everything in it; safe to call twice."""
+        if self._shell:
+            self._shell.close()
+        if self._control:
+            self._control.close()
+        self._shell = self._control = None
+        container, self.id = self.id, ""
+        if container:
+            with anyio.CancelScope(shield=True):
+                await docker.call(docker.remove_container, container, what="remove the sandbox")
+
+    async def run(self, command: str, *, timeout: float | None = None,  # noqa: ASYNC109 (kills in-sandbox processes)
+                  on_output: Callable[[bytes], None] | None = None) -> CommandResult:
+        """Run ``command`` in the persistent shell (``cd`` and ``export`` carry over).
+
+        ``timeout`` defaults to ``[sandbox] timeout_sec``; past it the command and
+        every process it started are killed. ``on_output`` sees raw output as it
+        arrives (for streaming); the result keeps at most ``max_output_bytes``.
+        """
+        if "\0" in command:
+            raise ValueError("a command cannot contain a NUL byte")
+        if not self.id:
+            raise SandboxError("the sandbox is not running")
+        async with self._lock:
+            fresh = self._shell is None or not self._shell.alive
+            if fresh:
+                await self._new_shell()
+            assert self._shell is not None
+            result = await self._shell.run(
+                command, timeout=timeout or self.config.timeout_sec,
+                limit=self.config.max_output_bytes, on_output=on_output)
+            return dataclasses.replace(result, fresh_shell=fresh) if fresh else result
+
+    # -- files --------------------------------------------------------------------------
+
+    async def _stat(self, path: str) -> dict[str, Any] | None:
+        return await docker.call(docker.path_stat, self.id, path, what=f"stat {path}")
+
+    async def read_file(self, path: str, *, limit: int = MAX_FILE_BYTES) -> bytes:
+        """The bytes of a file in the workspace."""
+        where = await files.locate(self.workspace, path, self._stat)
+        if where.missing:
+            raise SandboxError(f"{path}: no such file")
+        if not where.is_file:
+            kind = "a directory" if where.is_dir else "not a regular file"
+            raise SandboxError(f"{path}: {kind}")
+        archive, _ = await docker.call(docker.get_archive, self.id, where.existing, limit + 4096,
+                                       what=f"read {path}")
+        return files.unpack(archive, path)
+
+    async def write_file(self, path: str, data: bytes) -> str:
+        """Create or replace a file in the workspace (parent folders too); returns its path."""
+        where = await files.locate(self.workspace, path, self._stat)
+        if not where.missing:
+            if where.is_dir:
+                raise SandboxError(f"{path}: is a directory")
+            folder, name = where.existing.rsplit("/", 1)
+            parts, mode = [name], where.stat["mode"] & 0o777 if where.stat else 0o644
+        elif where.is_dir:
+            folder, parts, mode = where.existing, where.missing, 0o644
+        else:
+            raise SandboxError(f"{path}: {where.existing} is not a directory")
+        archive = files.pack(parts, data, uid=self.uid, gid=self.gid, mode=mode)
+        await docker.call(docker.put_archive, self.id, folder or "/", archive,
+                          what=f"write {path}")
+        return f"{folder}/{'/'.join(parts)}"
+
+    async def list_dir(self, path: str = ".") -> CommandResult:
+        """``ls -la`` of a folder in the workspace."""
+        where = await files.locate(self.workspace, path, self._stat)
+        if where.missing:
+            raise SandboxError(f"{path}: no such directory")
+        quoted = "'" + where.existing.replace("'", "'\\''") + "'"
+        return await self.run(f"command ls -la --group-directories-first -- {quoted}",
+                              timeout=30)
+
+
+@contextlib.asynccontextmanager
+async def open_sandbox(config: SandboxConfig | None = None, *,
+                       session_id: str = "") -> AsyncIterator[Sandbox]:
+    """A started sandbox for ``config``, from a warm pool when one is open for it."""
+    from mol.sandboxes.pool import active_pool
+
+    config = config or SandboxConfig()
+    pool = active_pool(config)
+    sandbox = await pool.acquire() if pool else Sandbox(config, session_id=session_id)
+    async with sandbox:
+        yield sandbox

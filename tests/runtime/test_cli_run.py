@@ -1,0 +1,62 @@
+"""`mol run` and `mol chat` as a user runs them, against the scripted engine over HTTP."""
+
+import os
+import subprocess
+
+from mol.runtime.testing import ScriptedEngine
+
+from .conftest import BASE_HCP
+
+SCRIPT = """
+[[L0]]
+constrained = true
+when = "first"
+reply = "L0"
+[[L0]]
+constrained = true
+when = "second"
+reply = "L3"
+[[L0]]
+constrained = false
+when = "first"
+reply = "first answer"
+[[L3]]
+reply = "<Card/>"
+[[L0]]
+constrained = false
+times = -1
+reply = "summary"
+"""
+
+
+def run(*args, stdin=None, env=None):
+    environ = {**os.environ, **(env or {})}
+    return subprocess.run(["mol", *args], input=stdin, capture_output=True, text=True,
+                          env=environ, timeout=120)
+
+
+def test_chat_reads_one_turn_per_line_and_prints_one_answer_each(tmp_path):
+    hcp = tmp_path / "t.toml"
+    hcp.write_text(BASE_HCP.format(constraint="structured_outputs", timeout=30))
+    with ScriptedEngine.serve(SCRIPT) as engine:
+        out = run("chat", "--hcp", str(hcp), stdin="the first turn\n\nthe second turn\n",
+                  env={"MOL_ENGINE_URL": engine.base_url})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "first answer\n<Card/>\n"
+    # The second turn's L3 view never saw L0's first answer, only its summary.
+    l3 = engine.requests_for("L3")[0]["body"]["messages"]
+    assert "first answer" not in str(l3) and "[L0] summary" in l3[1]["content"]
+
+
+def test_run_needs_an_artifact():
+    out = run("run", "hello", env={"MOL_HCP": ""})
+    assert out.returncode == 2
+    assert "no HCP artifact: pass --hcp FILE or set MOL_HCP" in out.stderr
+
+
+def test_engine_down_is_a_clear_error(tmp_path):
+    hcp = tmp_path / "t.toml"
+    hcp.write_text(BASE_HCP.format(constraint="structured_outputs", timeout=5))
+    out = run("run", "--hcp", str(hcp), "--engine-url", "http://127.0.0.1:9/v1", "hello")
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: hosted_vllm/L0:") and "Traceback" not in out.stderr

@@ -1,0 +1,157 @@
+"""Tool policy and hooks: hidden tools, command hooks (block, rewrite, timeout), plugin hooks."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mol.plugins import hookimpl
+from mol.runtime.hooks import Block, Rewrite
+from mol.runtime.testing import ScriptedEngine
+
+from .conftest import bodies, harness, toy_plugins, write_hcp
+
+pytestmark = pytest.mark.anyio
+
+SUMMARY = '[[L0]]\nconstrained = false\ntimes = -1\nreply = "summary"\n'
+
+
+def script_calling(name: str, arguments: str, adapter: str = "L2") -> str:
+    return f"""
+[[L0]]
+constrained = true
+reply = "{adapter}"
+[[{adapter}]]
+tool_calls = [{{ name = "{name}", arguments = {arguments} }}]
+[[{adapter}]]
+reply = "done"
+""" + SUMMARY
+
+
+async def run_one(artifact, script, **kwargs):
+    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine, **kwargs) as h:
+        result = await h.turn("do it")
+    tool_results = [e for e in result.events if e.type == "tool_result"]
+    return result, tool_results, engine
+
+
+async def test_denied_tool_is_neither_listed_nor_runnable(hcp):
+    _result, [returned], engine = await run_one(hcp, script_calling("secret", "{}"))
+    listed = [t["function"]["name"] for t in bodies(engine, "L2")[0]["tools"]]
+    assert listed == ["add", "echo", "fail", "risky"]
+    assert "secret" not in bodies(engine, "L2")[0]["messages"][0]["content"]
+    assert returned.is_error and "not available to you" in returned.content
+    assert "the secret" not in json.dumps(bodies(engine, "L2")[1])
+
+
+async def test_ask_is_refused_without_an_approver_and_runs_with_one(hcp):
+    _, [refused], _ = await run_one(hcp, script_calling("risky", "{}"))
+    assert refused.is_error and "nobody can approve" in refused.content
+
+    async def yes(call):
+        return call.name == "risky"
+
+    _, [approved], _ = await run_one(hcp, script_calling("risky", "{}"), approve=yes)
+    assert approved.content == "risky ran"
+
+
+def hook_file(tmp_path: Path, name: str, body: str) -> str:
+    folder = tmp_path / "hooks"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text("import json, sys, time\nevent = json.load(sys.stdin)\n" + body)
+    return f"{Path(sys.executable).as_posix()} hooks/{name}"
+
+
+def with_hook(tmp_path, command, event="PreToolUse", matcher="echo", extra=""):
+    hook = (f'\n[[hooks.{event}]]\nmatcher = "{matcher}"\n'
+            f'hooks = [{{ command = "{command}", timeout = 1{extra} }}]\n')
+    return write_hcp(tmp_path, extra=hook)
+
+
+async def test_command_hook_blocks_with_exit_2(tmp_path):
+    command = hook_file(tmp_path, "block.py", 'print("no echo today", file=sys.stderr)\n'
+                        "sys.exit(2 if event['tool_input']['text'] == 'x' else 0)\n")
+    artifact = with_hook(tmp_path, command)
+    result, [returned], _ = await run_one(artifact, script_calling("echo", '{ text = "x" }'))
+    assert returned.is_error and "blocked: no echo today" in returned.content
+    assert any(e.type == "hook" and e.decision == "block" for e in result.events)
+
+
+async def test_command_hook_rewrites_input(tmp_path):
+    command = hook_file(tmp_path, "rewrite.py", "print(json.dumps({'hookSpecificOutput': {"
+                        "'hookEventName': 'PreToolUse', 'updatedInput': {'text': 'safe'}}}))\n")
+    artifact = with_hook(tmp_path, command)
+    _, [returned], _ = await run_one(artifact, script_calling("echo", '{ text = "rm -rf" }'))
+    assert returned.content == "SAFE"
+
+
+async def test_command_hook_json_deny(tmp_path):
+    command = hook_file(tmp_path, "deny.py", "print(json.dumps({'hookSpecificOutput': {"
+                        "'permissionDecision': 'deny', 'permissionDecisionReason': 'nope'}}))\n")
+    _, [returned], _ = await run_one(with_hook(tmp_path, command),
+                                     script_calling("echo", '{ text = "a" }'))
+    assert returned.is_error and "nope" in returned.content
+
+
+async def test_command_hook_can_approve_an_ask_tool(tmp_path):
+    command = hook_file(tmp_path, "approve.py", "print(json.dumps({'hookSpecificOutput': {"
+                        "'permissionDecision': 'allow'}}))\n")
+    artifact = with_hook(tmp_path, command, matcher="risky")
+    _, [returned], _ = await run_one(artifact, script_calling("risky", "{}"))
+    assert returned.content == "risky ran"
+
+
+@pytest.mark.parametrize("on_error, expected", [("block", "timed out"), ("allow", "HI")])
+async def test_command_hook_timeout_follows_on_error(tmp_path, on_error, expected):
+    command = hook_file(tmp_path, "slow.py", "time.sleep(30)\n")
+    artifact = with_hook(tmp_path, command, extra=f', on_error = "{on_error}"')
+    import time
+
+    started = time.monotonic()
+    _, [returned], _ = await run_one(artifact, script_calling("echo", '{ text = "hi" }'))
+    assert time.monotonic() - started < 10
+    assert expected in returned.content
+
+
+async def test_crashing_hook_blocks_by_default(tmp_path):
+    command = hook_file(tmp_path, "crash.py", "raise SystemExit(3)\n")
+    _, [returned], _ = await run_one(with_hook(tmp_path, command),
+                                     script_calling("echo", '{ text = "a" }'))
+    assert returned.is_error and "exited with status 3" in returned.content
+
+
+async def test_post_tool_hook_can_withhold_a_result(tmp_path):
+    command = hook_file(tmp_path, "post.py", "assert event['tool_response']['content'] == 'A'\n"
+                        "print(json.dumps({'decision': 'block', 'reason': 'leaks data'}))\n")
+    artifact = with_hook(tmp_path, command, event="PostToolUse")
+    _, [returned], engine = await run_one(artifact, script_calling("echo", '{ text = "a" }'))
+    assert returned.is_error and "leaks data" in returned.content
+    assert bodies(engine, "L2")[1]["messages"][-1]["content"] == returned.content
+
+
+class Guard:
+    """A plugin that blocks `add` with a negative number and rewrites echo's text."""
+
+    @hookimpl
+    def mol_before_tool_call(self, call, context):
+        if call.name == "add" and call.arguments["a"] < 0:
+            return Block("negative numbers are not allowed")
+        if call.name == "echo":
+            return Rewrite({"text": call.arguments["text"] + " (checked)"})
+        return None
+
+    @hookimpl
+    async def mol_after_tool_call(self, call, result, context):
+        assert context.adapter == "L2"
+        return None
+
+
+async def test_plugin_hook_blocks_and_rewrites(hcp):
+    plugins = toy_plugins(("guard", Guard()))
+    _, [blocked], _ = await run_one(hcp, script_calling("add", "{ a = -1 }"), plugins=plugins)
+    assert blocked.is_error and "negative numbers are not allowed" in blocked.content
+    plugins = toy_plugins(("guard", Guard()))
+    _, [rewritten], _ = await run_one(hcp, script_calling("echo", '{ text = "hi" }'),
+                                      plugins=plugins)
+    assert rewritten.content == "HI (CHECKED)"

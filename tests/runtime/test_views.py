@@ -1,0 +1,180 @@
+"""Hops 2 and 3: per-adapter views, pinned tool results, prefix stability, summaries."""
+
+import itertools
+import json
+
+import pytest
+
+from mol.runtime.testing import ScriptedEngine
+from mol.runtime.views import adapter_of_call
+
+from .conftest import bodies, harness, is_route
+
+pytestmark = pytest.mark.anyio
+
+SUMMARY = """
+[[L0]]
+constrained = false
+when = "Answered by"
+times = -1
+reply = "summary of the turn"
+"""
+
+
+async def test_tool_results_go_straight_back_to_the_caller(hcp):
+    script = """
+[[L0]]
+constrained = true
+reply = "L2"
+[[L2]]
+tool_calls = [{ name = "echo", arguments = { text = "ping" } }, { name = "add", arguments = { a = 2, b = 3 } }]
+[[L2]]
+when = "^5$"
+reply = "echo said PING"
+""" + SUMMARY
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        result = await h.turn("run the tools")
+    assert result.answer == "echo said PING"
+    sequence = [(r["adapter"], is_route(r["body"])) for r in engine.requests]
+    # route, L2 asks for tools, L2 gets the results: no routing request in between.
+    assert sequence[:3] == [("L0", True), ("L2", False), ("L2", False)]
+    first, second = bodies(engine, "L2")
+    calls = second["messages"][-3]["tool_calls"]
+    assert [adapter_of_call(c["id"]) for c in calls] == ["L2", "L2"]
+    results = second["messages"][-2:]
+    assert [(m["role"], m["tool_call_id"], m["content"]) for m in results] == [
+        ("tool", calls[0]["id"], "PING"), ("tool", calls[1]["id"], "5")]
+    # The second request is exactly the first plus the call and its results.
+    assert second["messages"] == [*first["messages"], second["messages"][-3], *results]
+    assert engine.unused_rules() == []
+
+
+async def test_client_tool_results_resume_on_the_issuing_adapter(hcp):
+    client_tool = {"type": "function", "function": {
+        "name": "get_location", "description": "The user's location.",
+        "parameters": {"type": "object", "properties": {}}}}
+    script = """
+[[L0]]
+constrained = true
+reply = "L1"
+[[L1]]
+tool_calls = [{ name = "get_location", arguments = {} }]
+[[L1]]
+when = "Lisbon"
+reply = "You are in Lisbon."
+""" + SUMMARY
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        first = await h.turn("where am I?", client_tools=[client_tool])
+        assert first.status == "waiting" and first.adapter == "L1"
+        [call] = first.client_calls
+        assert call["id"].startswith("call_L1_")
+        second = await h.submit_tool_results({call["id"]: "Lisbon"}, client_tools=[client_tool])
+    assert second.status == "complete" and second.answer == "You are in Lisbon."
+    assert [is_route(b) for b in bodies(engine)] == [True, False, False, False]
+    assert bodies(engine, "L1")[1]["messages"][-1] == {
+        "role": "tool", "tool_call_id": call["id"], "content": "Lisbon"}
+    assert "get_location" in json.dumps(bodies(engine, "L1")[0]["tools"])
+
+
+async def test_unknown_call_ids_are_refused(hcp):
+    from mol.runtime.errors import ConversationError
+
+    async with ScriptedEngine.serve("[[L0]]\nreply = 'x'\n") as engine, harness(hcp, engine) as h:
+        with pytest.raises(ConversationError, match="unknown call ids"):
+            await h.submit_tool_results({"call_abc": "x"})
+    assert engine.requests == []
+
+
+async def test_prefix_stability_over_ten_alternating_turns(hcp):
+    order = ["L0", "L1", "L2", "L3", "L2", "L0", "L1", "L3", "L2", "L1"]
+    script = ""
+    for index, adapter in enumerate(order):
+        script += f'[[L0]]\nconstrained = true\nwhen = "turn {index}\\\\b"\nreply = "{adapter}"\n'
+    for adapter in ("L0", "L1", "L2", "L3"):
+        script += (f'[[{adapter}]]\nconstrained = false\nwhen = "^turn"\ntimes = -1\n'
+                   f'reply = "answer from {adapter}"\n')
+    script += SUMMARY
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        for index in range(len(order)):
+            result = await h.turn(f"turn {index} please")
+            assert result.adapter == order[index]
+    answers = [r for r in engine.requests if not is_route(r["body"])
+               and "Answered by" not in json.dumps(r["body"]["messages"][-1])]
+    assert [r["adapter"] for r in answers] == order
+    for adapter in ("L0", "L1", "L2", "L3"):
+        requests = [r["body"]["messages"] for r in answers if r["adapter"] == adapter]
+        for previous, current in itertools.pairwise(requests):
+            assert current[: len(previous)] == previous, f"{adapter} view was rewritten"
+            added = current[len(previous):]
+            # what the adapter said, then (only appended) the others' summaries, then the user
+            assert added[0]["role"] == "assistant"
+            assert added[-1]["role"] == "user" and added[-1]["content"].startswith("turn")
+            for message in added[1:-1]:
+                assert "summary of the turn" in message["content"]
+        system = [m for m in requests[0] if m["role"] == "system"]
+        assert len(system) == 1 and requests[0][0] is not None
+    # L2's third turn (turn 8) carries the summaries of turns 5-7, in order, as one message.
+    l2 = [r["body"]["messages"] for r in answers if r["adapter"] == "L2"]
+    context = l2[2][-2]["content"]
+    assert context.splitlines()[1:] == [f"- [{a}] summary of the turn" for a in ("L0", "L1", "L3")]
+
+
+async def test_summary_never_reaches_the_client(hcp):
+    script = """
+[[L0]]
+constrained = true
+reply = "L3"
+[[L3]]
+reply = "<Button/>"
+[[L0]]
+constrained = false
+reply = "SECRET-SUMMARY"
+"""
+    seen = []
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        result = await h.turn("draw a button", on_event=seen.append)
+    assert result.answer == "<Button/>"
+    assert "SECRET-SUMMARY" not in result.answer
+    assert h.conversation.turns[0].summary == "[L3] SECRET-SUMMARY"
+    assert h.conversation.pending["L2"] == ["[L3] SECRET-SUMMARY"]
+    assert h.conversation.pending["L3"] == []
+    assert engine.unused_rules() == []
+
+
+async def test_failing_summary_still_completes_the_turn(hcp):
+    script = """
+[[L0]]
+constrained = true
+reply = "L2"
+[[L2]]
+reply = "fixed it"
+[[L0]]
+constrained = false
+error = { status = 500, message = "summary engine down" }
+"""
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        result = await h.turn("fix it")
+    assert result.status == "complete" and result.answer == "fixed it"
+    record = h.conversation.turns[0]
+    assert not record.summary_ok and record.summary == "L2 handled: fix it -> fixed it"
+    failure = next(e for e in result.events if e.type == "error")
+    assert failure.where == "summary" and "plain record" in failure.message
+
+
+async def test_cancelled_turn_leaves_the_view_consistent(hcp):
+    import anyio
+
+    script = """
+[[L0]]
+constrained = true
+reply = "L2"
+[[L2]]
+delay = 30
+reply = "too late"
+"""
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        with anyio.move_on_after(1.0):
+            await h.turn("slow one")
+        assert h.conversation.turns[0].status == "interrupted"
+        assert h.conversation.view("L2") == []  # nothing half-written
+    assert len(engine.requests) == 2

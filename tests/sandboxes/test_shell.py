@@ -1,0 +1,122 @@
+"""The persistent shell: state carries over, exit codes are exact, timeouts kill a whole tree."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from mol.sandboxes.sandbox import Sandbox
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+
+async def test_cd_and_export_persist(sandbox: Sandbox) -> None:
+    first = await sandbox.run("mkdir -p /tmp/persist && cd /tmp/persist && export GREETING=hi")
+    assert first.exit_code == 0
+    second = await sandbox.run('pwd; echo "$GREETING"; f() { echo fn; }')
+    assert second.output == "/tmp/persist\nhi\n"
+    assert (await sandbox.run("f")).output == "fn\n"
+    await sandbox.run("cd /workspace")
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 42, 255])
+async def test_exit_codes_are_exact(sandbox: Sandbox, code: int) -> None:
+    result = await sandbox.run(f"(exit {code})")
+    assert result.exit_code == code
+    assert (await sandbox.run("echo $?")).output == f"{code}\n"  # $? carries over too
+
+
+async def test_missing_command_and_syntax_errors_keep_the_shell(sandbox: Sandbox) -> None:
+    missing = await sandbox.run("no-such-command-xyz")
+    assert missing.exit_code == 127 and "command not found" in missing.output
+    broken = await sandbox.run("if then fi (")
+    assert broken.exit_code == 2 and "syntax error" in broken.output
+    assert (await sandbox.run("echo alive")).output == "alive\n"
+
+
+async def test_reading_stdin_does_not_hang(sandbox: Sandbox) -> None:
+    with anyio.fail_after(10):
+        cat = await sandbox.run("cat; read line; echo read=$?", timeout=5)
+        python = await sandbox.run("python3 -c 'import sys; print(repr(sys.stdin.read()))'")
+    assert not cat.timed_out and cat.output == "read=1\n"
+    assert python.output == "''\n"
+
+
+async def test_stderr_multiline_heredoc_and_no_trailing_newline(sandbox: Sandbox) -> None:
+    result = await sandbox.run("echo out; echo err >&2\ncat <<'EOF'\nquoted 'text' $HOME\nEOF\n"
+                               "printf 'no newline'")
+    assert result.output == "out\nerr\nquoted 'text' $HOME\nno newline"
+
+
+async def test_output_streams_while_the_command_runs(sandbox: Sandbox) -> None:
+    chunks: list[bytes] = []
+    await sandbox.run("echo one; sleep 0.3; echo two", on_output=chunks.append)
+    assert b"".join(chunks) == b"one\ntwo\n"
+    assert len(chunks) >= 2
+
+
+async def test_output_cap_keeps_head_and_tail(sandbox: Sandbox) -> None:
+    result = await sandbox.run("seq 1 200000")
+    assert result.total_bytes == len("".join(f"{i}\n" for i in range(1, 200001)))
+    assert result.dropped_bytes == result.total_bytes - sandbox.config.max_output_bytes
+    assert result.output.startswith("1\n2\n3\n") and result.output.endswith("199999\n200000\n")
+    assert "bytes dropped" in result.output
+    assert "Output truncated" in result.render()
+
+
+async def test_shell_recovers_after_exit() -> None:
+    async with Sandbox(session_id="test-exit") as sandbox:
+        await sandbox.run("cd /tmp && export GONE=1")
+        died = await sandbox.run("echo bye; exit 3")
+        assert died.output == "bye\n" and died.exit_code == 3 and died.shell_exited
+        assert "next command starts a fresh one" in died.render()
+        fresh = await sandbox.run('pwd; echo "[$GONE]"')
+        assert fresh.fresh_shell and fresh.output == "/workspace\n[]\n"
+        assert "A fresh shell was started" in fresh.render()
+        again = await sandbox.run("echo steady")
+        assert not again.fresh_shell and again.output == "steady\n"
+
+
+async def test_exit_is_noticed_even_when_a_background_job_holds_the_output() -> None:
+    async with Sandbox(session_id="test-exit-bg") as sandbox:
+        with anyio.fail_after(10):
+            died = await sandbox.run("sleep 30 & exit 4", timeout=8)
+        assert died.exit_code == 4 and died.shell_exited and not died.timed_out
+
+
+async def test_timeout_kills_the_whole_tree_but_not_the_shell(sandbox: Sandbox) -> None:
+    await sandbox.run("cd /tmp && export STILL=here")
+    started = time.monotonic()
+    result = await sandbox.run("sleep 1000 & sleep 1000", timeout=2)
+    elapsed = time.monotonic() - started
+    assert result.timed_out and 1.9 <= elapsed < 8, (elapsed, result)
+    assert "Timed out after 2 s" in result.render()
+    survivors = await sandbox.run("ps -eo stat=,comm= | grep -w sleep")
+    assert survivors.output == "", survivors
+    state = await sandbox.run('pwd; echo "$STILL"')  # same shell: state kept
+    assert state.output == "/tmp\nhere\n" and not state.fresh_shell
+    await sandbox.run("cd /workspace")
+
+
+async def test_timeout_reaches_setsid_and_nohup_escapees(sandbox: Sandbox) -> None:
+    result = await sandbox.run("setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 & "
+                               "sleep 1003", timeout=1)
+    assert result.timed_out
+    assert (await sandbox.run("pgrep -c sleep")).output == "0\n"
+
+
+async def test_earlier_background_jobs_survive_a_later_timeout(sandbox: Sandbox) -> None:
+    await sandbox.run("sleep 1004 >/dev/null 2>&1 &")
+    await sandbox.run("sleep 1000", timeout=1)
+    assert (await sandbox.run("pgrep -fc 'sleep 1004'")).output == "1\n"
+    await sandbox.run("pkill -f 'sleep 1004'; wait")
+
+
+async def test_a_busy_builtin_loop_times_out_and_the_next_command_gets_a_fresh_shell() -> None:
+    async with Sandbox(session_id="test-loop") as sandbox:
+        result = await sandbox.run("while :; do :; done", timeout=1)
+        assert result.timed_out and result.shell_exited and result.exit_code is None
+        after = await sandbox.run("echo back")
+        assert after.output == "back\n" and after.fresh_shell
