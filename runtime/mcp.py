@@ -56,6 +56,7 @@ class Connection:
         self.failure: str | None = None
         self.established = False
         self.closed = anyio.Event()
+        self._inflight: set[anyio.CancelScope] = set()
         self._changes_send, self._changes = anyio.create_memory_object_stream[None](1)
 
     @property
@@ -86,6 +87,8 @@ class Connection:
             log = logger.warning if self.established else logger.debug
             log("MCP server %r: %s", self.name, reason)
         self.closed.set()
+        for scope in list(self._inflight):
+            scope.cancel()
 
     def close(self) -> None:
         """End the connection on purpose (session shutdown)."""
@@ -152,29 +155,37 @@ class Connection:
     async def request(self, awaitable: Awaitable[Any], what: str) -> Any:
         """Await one SDK request under ``tool_timeout_sec``, translating failures to ``MCPError``s.
 
-        A connection that dies meanwhile fails the request at once: closing it
-        ends the SDK's read stream, which fails every pending request.
+        A connection that fails meanwhile fails the request at once, whatever
+        the transport is waiting for.
         """
         from mcp.shared.exceptions import MCPError as SDKError
+        from mcp_types import CONNECTION_CLOSED
         from pydantic import ValidationError
 
         limit = self.config.tool_timeout_sec
         if self.closed.is_set():
             awaitable.close()  # type: ignore[attr-defined]
             raise self._died(what)
+        scope = anyio.CancelScope()
+        self._inflight.add(scope)
         try:
-            with anyio.fail_after(limit):
+            with anyio.fail_after(limit), scope:
                 return await awaitable
         except TimeoutError:
             raise MCPTimeout(f"MCP server {self.name!r}: {what} timed out after {limit:g}s "
                              "(the server was asked to cancel it)") from None
         except SDKError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self.fail("the connection closed")
             if self.closed.is_set():
                 raise self._died(what) from exc
             raise MCPError(f"MCP server {self.name!r}: {what} failed: {exc}") from exc
         except ValidationError as exc:
             raise MCPError(f"MCP server {self.name!r}: {what} returned an invalid result: "
                            f"{exc.errors()[0]['msg']}") from exc
+        finally:
+            self._inflight.discard(scope)
+        raise self._died(what)  # ``fail`` cancelled the request
 
     def _died(self, what: str) -> MCPServerDied:
         reason = self.failure or "the connection closed"
@@ -189,7 +200,9 @@ class Connection:
         if isinstance(message, types.ToolListChangedNotification):
             self._signal_change()
         elif isinstance(message, Exception):
-            logger.warning("MCP server %r transport error: %s", self.name, message)
+            # Only the HTTP transport reports errors this way: treat it like a dead
+            # process (fail what is in flight; the next call reconnects).
+            self.fail(f"transport error: {type(message).__name__}: {message}")
 
     def _signal_change(self) -> None:
         # One pending refresh is enough: it reads the whole list.

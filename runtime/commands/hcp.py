@@ -23,6 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=digest)
 
     p = sub.add_parser("schema", help="print the HCP JSON Schema")
+    p.add_argument("--markdown", action="store_true", help="print the field reference instead")
     p.set_defaults(func=schema)
 
     p = sub.add_parser("diff", help="list the key paths and files that differ between A and B")
@@ -53,9 +54,9 @@ def digest(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
-    from mol.hcp.export import json_schema_text
+    from mol.hcp.export import json_schema_text, markdown_reference
 
-    sys.stdout.write(json_schema_text())
+    sys.stdout.write(markdown_reference() if args.markdown else json_schema_text())
     return 0
 
 

@@ -22,3 +22,10 @@ def test_every_field_has_a_description():
 def test_cli_prints_the_schema(capsys):
     assert main(["hcp", "schema"]) == 0
     assert capsys.readouterr().out == json_schema_text()
+
+
+def test_committed_field_reference_matches_the_models():
+    from mol.hcp.export import REFERENCE_FILE, markdown_reference
+
+    assert REFERENCE_FILE.read_text() == markdown_reference(), (
+        "docs/hcp-reference.md is stale: run `mol hcp schema --markdown > docs/hcp-reference.md`")

@@ -101,23 +101,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_server(call_log: Path) -> Iterator[str]:
-    """The test server on streamable HTTP, in a subprocess on a loopback port; its URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+class HTTPServer:
+    """The test server on streamable HTTP in a subprocess, on a fixed loopback port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + SLOW_START
         while True:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
             except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the HTTP test server did not start") from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def http_server(call_log: Path) -> Iterator[HTTPServer]:
+    """A started ``HTTPServer`` (it records requests in ``call_log``)."""
+    server = HTTPServer()
+    server.start()
+    try:
+        yield server
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.kill()

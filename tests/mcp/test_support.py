@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from types import SimpleNamespace
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mol.runtime.mcp_support import (
@@ -39,6 +39,7 @@ def test_names_that_would_be_ambiguous_or_invalid_get_a_hash_suffix():
     assert qualified_name("a_", "b") != qualified_name("a", "_b")
 
 
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(server_names, tool_names), min_size=2, max_size=30, unique=True))
 def test_distinct_pairs_get_distinct_valid_names(pairs):
     names = [qualified_name(s, t) for s, t in pairs]
