@@ -4,14 +4,16 @@ Run: ``python bench/sandbox_bench.py [--rounds N]`` (needs the Docker engine and
 the default image). In one run it measures, on the same sandbox and the same
 command (``true``):
 
-- round trip through the persistent shell (``Sandbox.run``);
+- round trip through the persistent shell (``Sandbox.run``), and Docker's relay
+  alone (a bare bash echoing over an exec socket) to tell our own overhead;
 - ``docker exec`` through the CLI (what mini-swe-agent does per command);
 - the Docker SDK's ``exec_run``;
 
 and then a cold sandbox start (create, start, shells answering) against taking
 one from a warm pool (``open_sandbox`` while a ``SandboxPool`` is open).
 It prints medians and ratios and ends with one JSON line of the figures.
-Targets: round trip <= 0.3 ms, warm acquire <= 1 ms, cold ready <= 300 ms.
+Targets: round trip <= 0.3 ms of our own overhead, warm acquire <= 1 ms, cold ready
+<= 300 ms.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from mol.hcp.schema import SandboxConfig
 from mol.sandboxes import docker
 from mol.sandboxes.pool import SandboxPool
 from mol.sandboxes.sandbox import Sandbox, open_sandbox
+from mol.sandboxes.stream import MuxSocket
 
 
 async def timed(action: Callable[[], Awaitable[object]], rounds: int) -> list[float]:
@@ -42,10 +45,28 @@ async def timed(action: Callable[[], Awaitable[object]], rounds: int) -> list[fl
     return samples
 
 
+async def relay_floor(sandbox: Sandbox, rounds: int) -> list[float]:
+    """Docker's own relay: a bare bash echoing over an exec socket, no protocol of ours."""
+    sock = MuxSocket(await docker.call(
+        docker.exec_socket, sandbox.id, ["bash", "--noprofile", "--norc"], what="exec bash",
+        user=f"{sandbox.uid}:{sandbox.gid}", workdir=sandbox.workspace, environment={}))
+
+    async def echo() -> None:
+        await sock.send(b"echo\n")
+        await sock.receive()
+
+    try:
+        await timed(echo, 50)
+        return await timed(echo, rounds)
+    finally:
+        sock.close()
+
+
 async def round_trips(rounds: int) -> dict[str, float]:
     async with Sandbox(SandboxConfig(), session_id="bench") as sandbox:
         await timed(lambda: sandbox.run("true"), 50)  # warm up
         shell = await timed(lambda: sandbox.run("true"), rounds)
+        floor = await relay_floor(sandbox, rounds)
 
         def cli() -> None:
             subprocess.run(["docker", "exec", sandbox.id, "true"], check=True)
@@ -54,7 +75,9 @@ async def round_trips(rounds: int) -> dict[str, float]:
         docker_cli = await timed(lambda: anyio.to_thread.run_sync(cli), exec_rounds)
         sdk = await timed(lambda: docker.call(docker.exec_run, sandbox.id, ["true"],
                                               what="exec_run"), exec_rounds)
-    return {"shell_ms": statistics.median(shell), "docker_exec_cli_ms": statistics.median(docker_cli),
+    return {"shell_ms": statistics.median(shell), "relay_floor_ms": statistics.median(floor),
+            "own_overhead_ms": statistics.median(shell) - statistics.median(floor),
+            "docker_exec_cli_ms": statistics.median(docker_cli),
             "sdk_exec_run_ms": statistics.median(sdk)}
 
 
@@ -95,6 +118,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     result = anyio.run(main, args.rounds, args.starts)
     print(f"round trip, persistent shell   {result['shell_ms']:8.3f} ms (median)", file=sys.stderr)
+    print(f"  Docker's relay alone (bash echo) {result['relay_floor_ms']:6.3f} ms; "
+          f"our own overhead {result['own_overhead_ms']:.3f} ms", file=sys.stderr)
     print(f"round trip, docker exec (CLI)  {result['docker_exec_cli_ms']:8.1f} ms  "
           f"x{result['cli_vs_shell']:.0f}", file=sys.stderr)
     print(f"round trip, SDK exec_run       {result['sdk_exec_run_ms']:8.1f} ms  "

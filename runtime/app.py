@@ -33,7 +33,15 @@ async def open_runtime(
             from mol.plugins.manager import PluginManager
 
             plugins = PluginManager(artifact.doc.plugins.load)
+        toolsets = []
+        if any(server.enabled for server in artifact.doc.mcp_servers.values()):
+            from mol.runtime.mcp_manager import MCPManager
+
+            # Servers start in the background: the first turn waits only for the
+            # servers its adapter sees.
+            toolsets.append(await stack.enter_async_context(MCPManager(artifact)))
         harness = Harness(artifact, engine=engine, engine_url=engine_url, plugins=plugins,
-                          conversation=conversation, approve=approve, checkpoint=checkpoint)
+                          toolsets=toolsets, conversation=conversation, approve=approve,
+                          checkpoint=checkpoint)
         await stack.enter_async_context(harness)
         yield harness

@@ -49,6 +49,8 @@ COMMANDS: dict[str, Command] = {
     "engine": Command("mol.runtime.commands.engine", "serve a model engine: local llama.cpp or the scripted test double"),
     "mcp": Command("mol.runtime.commands.mcp", "list MCP servers and their tools, resources and prompts; call a tool"),
     "sandbox": Command("mol.runtime.commands.sandbox", "run commands in hardened Docker sandboxes; build the image; gc"),
+    "serve": Command("mol.runtime.commands.serve", "serve the OpenAI-compatible API (chat completions, responses)"),
+    "sessions": Command("mol.runtime.commands.sessions", "list stored sessions; show one's views, routes and summaries"),
 }
 """Every subcommand, in the order ``mol --help`` lists them."""
 

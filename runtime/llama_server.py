@@ -11,8 +11,10 @@ adjustments to the stock ``python -m llama_cpp.server``:
    request that extends the adapter's previous one only evaluates the new tokens.
 2. Chat format ``mol-chatml-tools``: ``chatml-function-calling`` with OpenAI semantics. Tools
    without ``tool_choice`` mean ``auto`` (the stock handler ignores the tools then); ``tool``
-   messages are shown to the model (the stock template drops them); and a streamed request
-   with tools gets its answer as chunks (the stock handler refuses to stream a tool choice).
+   messages are shown to the model (the stock template drops them); a message chosen over
+   the tools is not left empty (the stock handler constrains it with its tool-name grammar);
+   and a streamed request with tools gets its answer as chunks (the stock handler refuses to
+   stream an automatic tool choice).
 
 Run by mol only; it imports llama_cpp, so nothing else in mol imports this module.
 """
@@ -38,10 +40,11 @@ def _show_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not isinstance(content, str):
                 content = json.dumps(content)
             shown.append({"role": "user", "content": f"Function result:\n{content}"})
-        elif message.get("role") == "assistant" and not message.get("tool_calls"):
-            shown.append({k: v for k, v in message.items() if k != "tool_calls"})
-        else:
-            shown.append(message)
+        else:  # the template reads .content of every message and loops over any tool_calls
+            shown.append({**{k: v for k, v in message.items() if k != "tool_calls"},
+                          "content": message.get("content"),
+                          **({"tool_calls": message["tool_calls"]}
+                             if message.get("tool_calls") else {})})
     return shown
 
 
@@ -70,15 +73,19 @@ def register_tools_format() -> None:
 
     def handler(*, messages: list, tools: list | None = None, tool_choice: Any = None,
                 stream: bool = False, **kwargs: Any) -> Any:
+        messages = _show_tool_results(messages)
         if tools and tool_choice is None:
             tool_choice = "auto"
-        messages = _show_tool_results(messages)
-        if stream and tools and tool_choice != "none":
-            response = base(messages=messages, tools=tools, tool_choice=tool_choice,
-                            stream=False, **kwargs)
-            return _as_chunks(response)
-        return base(messages=messages, tools=tools, tool_choice=tool_choice, stream=stream,
-                    **kwargs)
+        if not tools or tool_choice == "none":
+            return base(messages=messages, tools=tools, tool_choice=tool_choice, stream=stream,
+                        **kwargs)
+        response = base(messages=messages, tools=tools, tool_choice=tool_choice, stream=False,
+                        **kwargs)
+        if tool_choice == "auto" and not response["choices"][0]["message"].get("tool_calls"):
+            # When the model chooses "message:", chatml-function-calling constrains the message
+            # with its tool-name grammar, which leaves it empty: answer again without tools.
+            return base(messages=messages, tools=None, tool_choice=None, stream=stream, **kwargs)
+        return _as_chunks(response) if stream else response
 
     formats.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
         TOOLS_FORMAT, handler, overwrite=True

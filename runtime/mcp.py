@@ -405,6 +405,8 @@ async def _http_transport(conn: Connection, stack: AsyncExitStack) -> Any:
     for header, var in config.env_http_headers.items():
         if var in os.environ:
             headers[header] = os.environ[var]
+        else:
+            logger.warning("MCP server %r: %s for header %s is not set", conn.name, var, header)
     if config.bearer_token_env_var:
         token = os.environ.get(config.bearer_token_env_var)
         if not token:

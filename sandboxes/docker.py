@@ -146,7 +146,7 @@ def import_image(chunks: Iterable[bytes], tag: str, changes: list[str]) -> str:
 
     repository, version = parse_repository_tag(tag)
     # A generator is sent with chunked transfer encoding: the tar never sits in memory.
-    reply = client().api.import_image(src=chunks, repository=repository, tag=version,
+    reply = client().api.import_image(src=iter(chunks), repository=repository, tag=version,
                                       changes=changes, stream_src=True)
     return reply if isinstance(reply, str) else json.dumps(reply)
 

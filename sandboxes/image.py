@@ -94,13 +94,17 @@ def _run(command: list[str], say: Progress) -> None:
                 say(line)
             if not line.startswith("I: "):
                 continue
-            # debootstrap says "I: Retrieving libc6 2.36-9" once per package: count them.
+            # debootstrap says "I: Retrieving libc6 2.36-9" or "I: Unpacking libc6..." once
+            # per package: count those instead of printing hundreds of lines.
             verb, _, rest = line[3:].partition(" ")
-            if verb in PER_PACKAGE and rest and not rest.endswith("..."):
+            words = rest.split()
+            name = words[0].rstrip(".") if words else ""
+            dots = rest.endswith("...")
+            if verb in PER_PACKAGE and (len(words), dots) in ((2, False), (1, True)):
                 count = count + 1 if verb == stage else 1
                 stage = verb
                 if count % 25 == 1:
-                    say(f"{verb.lower()} packages: {count} ({rest.split()[0]})")
+                    say(f"{verb.lower()} packages: {count} ({name})")
             else:
                 stage = ""
                 say(line[3:])

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import SandboxError
+from mol.runtime.errors import SandboxError, ShellDied
 from mol.sandboxes import docker, files, owner
 from mol.sandboxes.shell import CONTROL_SCRIPT, SHELL_SCRIPT, CommandResult, Control, Shell
 from mol.sandboxes.stream import MuxSocket
@@ -108,17 +108,18 @@ class Sandbox:
             docker.create_container, self.config.image, what="create a sandbox container",
             **self._create_options(token))
         try:
-            await docker.call(docker.start_container, self.id, what="start the sandbox")
+            # Attached before the start, the stream ends if the container exits at once.
             sock = await docker.call(docker.attach_socket, self.id, what="attach to the sandbox")
             self._control = Control(MuxSocket(sock), token)
+            await docker.call(docker.start_container, self.id, what="start the sandbox")
             with anyio.fail_after(STARTUP_DEADLINE):
                 await self._control.handshake()
             await self._new_shell()
         except BaseException as exc:
             await self.close()
-            if isinstance(exc, anyio.EndOfStream | TimeoutError):
-                raise SandboxError(f"the sandbox in image {self.config.image} did not start: "
-                                   "the image needs bash") from exc
+            if isinstance(exc, ShellDied | TimeoutError):
+                raise SandboxError(f"the sandbox in image {self.config.image} did not start "
+                                   f"(the image needs bash): {exc}") from exc
             raise
 
     def _create_options(self, token: str) -> dict[str, Any]:
@@ -211,16 +212,21 @@ class Sandbox:
                                        what=f"read {path}")
         return files.unpack(archive, path)
 
-    async def write_file(self, path: str, data: bytes) -> str:
-        """Create or replace a file in the workspace (parent folders too); returns its path."""
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> str:
+        """Create or replace a file in the workspace (parent folders too); returns its path.
+
+        ``mode`` sets the permission bits; by default a new file gets 0644 and an
+        existing one keeps its own.
+        """
         where = await files.locate(self.workspace, path, self._stat)
         if not where.missing:
             if where.is_dir:
                 raise SandboxError(f"{path}: is a directory")
             folder, name = where.existing.rsplit("/", 1)
-            parts, mode = [name], where.stat["mode"] & 0o777 if where.stat else 0o644
+            parts, kept = [name], where.stat["mode"] & 0o777 if where.stat else 0o644
+            mode = kept if mode is None else mode
         elif where.is_dir:
-            folder, parts, mode = where.existing, where.missing, 0o644
+            folder, parts, mode = where.existing, where.missing, 0o644 if mode is None else mode
         else:
             raise SandboxError(f"{path}: {where.existing} is not a directory")
         archive = files.pack(parts, data, uid=self.uid, gid=self.gid, mode=mode)

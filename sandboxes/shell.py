@@ -17,7 +17,9 @@ kills every process that started since the command began, except the shells
 and init; process groups and ``setsid`` do not hide a process from it. The
 command shell then prints its marker and lives on; if it does not (the
 command was a loop of builtins), the shell is killed and the next command
-starts a fresh one.
+starts a fresh one. After timeouts, slow commands, and at most once a second
+otherwise, the control shell also counts processes: a fork bomb left running
+in the background (near ``pids_limit``) is swept away whole.
 """
 
 from __future__ import annotations
@@ -38,9 +40,6 @@ from mol.sandboxes.stream import STDOUT, MarkerScanner, MuxSocket
 SHELL_SCRIPT = r"""
 exec 63<&0 </dev/null
 __mol_mark="__mol_$1_"
-__mol_pidfile=/sys/fs/cgroup/pids/pids.current
-[[ -r $__mol_pidfile ]] || __mol_pidfile=/sys/fs/cgroup/pids.current
-[[ -r $__mol_pidfile ]] || __mol_pidfile=/dev/null
 trap 'builtin printf "%sexit %d\n" "$__mol_mark" "$?"' EXIT
 __mol_status() { return "$1"; }
 __mol_rc=0
@@ -51,14 +50,10 @@ while IFS= builtin read -r -d '' -u 63 __mol_cmd; do
   __mol_status "$__mol_rc"
   builtin eval "$__mol_cmd" 2>&1
   __mol_rc=$?
-  __mol_pids=0
-  builtin read -r __mol_pids <"$__mol_pidfile"
-  builtin printf '%s%d %d\n' "$__mol_mark" "$__mol_rc" "$__mol_pids"
+  builtin printf '%s%d\n' "$__mol_mark" "$__mol_rc"
 done
 """
-"""The command shell's loop; ``$1`` is the marker token. The marker line carries the
-exit status and how many processes the sandbox holds (its pids cgroup), so a fork
-bomb left running in the background is noticed when the command returns."""
+"""The command shell's loop; ``$1`` is the marker token."""
 
 CONTROL_SCRIPT = r"""
 __mol_mark="__mol_$1_"
@@ -88,7 +83,8 @@ __mol_sweep() {
   done
   builtin printf '%s%d\n' "$__mol_mark" "$killed"
 }
-__mol_kill() { builtin kill -KILL "$@" 2>/dev/null; builtin printf '%s%d\n' "$__mol_mark" "$?"; }
+__mol_count() { local -a all=(/proc/[0-9]*); builtin printf '%s%d\n' "$__mol_mark" "${#all[@]}"; }
+__mol_kill() { builtin kill "$@" 2>/dev/null; builtin printf '%s%d\n' "$__mol_mark" "$?"; }
 while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
 """
 """The control shell (the container's main process). ``__mol_sweep TICKS TAG PIDS...``
@@ -99,6 +95,19 @@ forked subshells that never exec'd carry none and count as recent."""
 
 TICKS_PER_SECOND = 100
 """Linux ``USER_HZ``: the unit of ``/proc/uptime`` decimals and of process start times."""
+
+CONTROL_DEADLINE = 30.0
+"""Seconds the control shell may take to answer (a sweep of a fork bomb included)."""
+
+SLOW = 0.25
+"""Seconds after which a command's end also checks the sandbox's process count."""
+
+BOMB_SHARE = 0.75
+"""Share of ``pids_limit`` in processes (not threads) at which every process but the shell
+is killed: a fork bomb pinned at the limit, most likely."""
+
+CHECK_EVERY = 1.0
+"""Seconds between process-count checks after quick commands."""
 
 GRACE = 3.0
 """Seconds a command shell gets to report after its command's processes were killed."""
@@ -122,8 +131,6 @@ class CommandResult:
     """The shell ended during this command (``exit``, ``set -e``, killed after a timeout)."""
     fresh_shell: bool = False
     """This command ran in a fresh shell because the previous one had ended."""
-    processes: int = 0
-    """Processes in the sandbox when the command ended (0: unknown)."""
     process_limit_kills: int = 0
     """Processes killed because the sandbox hit ``pids_limit`` after this command."""
     duration: float = 0.0
@@ -183,14 +190,26 @@ class Control:
         pids = " ".join(map(str, spare))
         return int(await self._ask(f"__mol_sweep {ticks} {tag or '-'} {pids}"))
 
-    async def kill(self, pid: int) -> None:
-        """SIGKILL one process."""
-        await self._ask(f"__mol_kill {pid}")
+    async def count(self) -> int:
+        """How many processes the sandbox holds."""
+        return int(await self._ask("__mol_count"))
+
+    async def kill(self, pid: int, signal: str = "KILL") -> None:
+        """Send ``signal`` (default SIGKILL) to one process."""
+        await self._ask(f"__mol_kill -{signal} {pid}")
 
     async def _ask(self, line: str) -> str:
-        async with self._lock:
-            await self._sock.send(line.encode() + b"\n")
-            return await self._answer()
+        # Shielded: an exchange cut in half would leave its answer to the next question.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                try:
+                    with anyio.fail_after(CONTROL_DEADLINE):
+                        await self._sock.send(line.encode() + b"\n")
+                        return await self._answer()
+                except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                    self.close()
+                    raise ShellDied("the sandbox's control shell stopped answering; the "
+                                    "sandbox must be recreated") from exc
 
     async def _answer(self) -> str:
         while True:
@@ -216,6 +235,8 @@ class Shell:
         self._pids_limit = pids_limit
         self._token = token
         self._count = 0
+        self._checked = time.monotonic()
+        self._bomb_kills = 0
         self._stderr: deque[bytes] = deque(maxlen=16)
         self.pid = 0
         self.alive = True
@@ -231,7 +252,7 @@ class Shell:
         if result.exit_code != 0:
             raise ShellDied(f"the sandbox shell did not start: {self.diagnostics() or result}")
         self.pid = int(result.output.strip())
-        await self._reap(result.processes)
+        await self._reap()
         return self.pid
 
     def diagnostics(self) -> str:
@@ -264,20 +285,37 @@ class Shell:
                 word = await self._stop(time.monotonic() - started)
         except (anyio.EndOfStream, anyio.BrokenResourceError):
             word = None
+        except BaseException:
+            # Cancelled (or the output callback failed) mid-command: this shell's stream is
+            # no longer in step with its commands, so end the command and the shell.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE):
+                await self._abandon(time.monotonic() - started)
+            raise
         if word is None or word.startswith("exit"):
             self.close()
-        code, processes = _status(word)
-        reaped = await self._reap(processes) if self.pid else 0
+        duration = time.monotonic() - started
+        reaped, self._bomb_kills = self._bomb_kills, 0
+        if not reaped and self.pid and self._check_due(duration):
+            reaped = await self._reap()
         return CommandResult(
-            output=cap.text(), exit_code=code, timed_out=timed_out, timeout=timeout,
+            output=cap.text(), exit_code=_status(word), timed_out=timed_out, timeout=timeout,
             total_bytes=cap.total, dropped_bytes=cap.dropped, shell_exited=not self.alive,
-            processes=processes, process_limit_kills=reaped,
-            duration=time.monotonic() - started)
+            process_limit_kills=reaped, duration=duration)
 
-    async def _reap(self, processes: int) -> int:
+    def _check_due(self, duration: float) -> bool:
+        """Whether to count the sandbox's processes now: after a slow command (it may have
+        met a fork bomb left running by an earlier one), else at most once per
+        ``CHECK_EVERY`` seconds, so quick commands keep their short round trip."""
+        now = time.monotonic()
+        if duration > SLOW or now - self._checked > CHECK_EVERY:
+            self._checked = now
+            return True
+        return False
+
+    async def _reap(self) -> int:
         """Near the process limit (a fork bomb, most likely), kill every other process."""
         limit = self._pids_limit
-        if not limit or processes < max(limit - 8, 0.9 * limit):
+        if not limit or await self._control.count() < BOMB_SHARE * limit:
             return 0
         return max(1, await self._control.sweep(None, [self.pid] if self.alive else []))
 
@@ -294,11 +332,22 @@ class Shell:
     async def _stop(self, elapsed: float) -> str | None:
         """After a timeout: kill what the command started, then let the shell report."""
         await self._control.sweep(elapsed, [self.pid], f"{self._token}-{self._count}")
+        # A fork bomb left by an earlier command may be what held this one up.
+        self._bomb_kills = await self._reap()
         with anyio.move_on_after(GRACE):
             return await self._next_marker()
         # A loop of builtins runs in the shell itself: only killing the shell stops it.
         await self._control.kill(self.pid)
         return None
+
+    async def _abandon(self, elapsed: float) -> None:
+        try:
+            await self._control.sweep(elapsed, [self.pid], f"{self._token}-{self._count}")
+            await self._control.kill(self.pid)
+        except ShellDied:
+            pass  # the control shell is gone too; the error being raised says more
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Forget this shell (its process, if alive, ends when its input closes)."""
@@ -306,9 +355,7 @@ class Shell:
         self._sock.close()
 
 
-def _status(word: str | None) -> tuple[int | None, int]:
-    """Exit status and process count in a marker word: ``0 5``, ``127 4``, ``exit 3``."""
-    fields = (word or "").removeprefix("exit").split()
-    code = int(fields[0]) if fields and fields[0].isdigit() else None
-    processes = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
-    return code, processes
+def _status(word: str | None) -> int | None:
+    """The exit status in a marker word: ``0``, ``127``, ``exit 3``."""
+    digits = (word or "").removeprefix("exit").strip()
+    return int(digits) if digits.isdigit() else None

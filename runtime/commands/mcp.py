@@ -18,7 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("list", help="start the servers; show their status and qualified tool names")
     _hcp_option(p)
-    p.add_argument("--adapter", help="only the servers and tools this adapter sees (L0..L3)")
+    p.add_argument("--adapter", choices=("L0", "L1", "L2", "L3"),
+                   help="only the servers and tools this adapter sees")
     p.set_defaults(func=list_servers)
 
     p = sub.add_parser("call", help="call a tool by its qualified name; print the result")
@@ -68,6 +69,7 @@ async def _ready(manager: Any) -> None:
 
 async def list_servers(args: argparse.Namespace) -> int:
     """``mol mcp list``: exit 1 when a required server failed."""
+    from mol.runtime.errors import MCPStartupError
     from mol.runtime.mcp import MCPManager
 
     artifact = _load(args)
@@ -75,7 +77,10 @@ async def list_servers(args: argparse.Namespace) -> int:
         await _ready(manager)
         shown = None
         if args.adapter:
-            shown = {t.name for t in await manager.tools(args.adapter)}
+            try:
+                shown = {t.name for t in await manager.tools(args.adapter)}
+            except MCPStartupError:
+                shown = set()  # the failed required server is listed below
         status = 0
         for server in manager.status():
             if shown is not None and server.name not in artifact.doc.adapter(args.adapter).mcp_servers:

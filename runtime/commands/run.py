@@ -22,6 +22,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_hcp_argument(parser)
     parser.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
                         "engine.api_base (also $MOL_ENGINE_URL)")
+    parser.add_argument("--session", metavar="ID", help="continue (or start) the stored "
+                        "session ID (see 'mol sessions list')")
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
@@ -80,11 +82,16 @@ def _json_printer(event: Any) -> None:
 async def run(args: argparse.Namespace) -> int:
     """One turn: print only the answer (or, with --json, the events)."""
     from mol.runtime.app import open_runtime
+    from mol.runtime.commands.sessions import stored_session
 
     artifact = load_artifact(args.hcp)
     on_event = _json_printer if args.json else Progress(sys.stderr.isatty())
-    async with open_runtime(artifact, engine_url=args.engine_url) as harness:
-        result = await harness.turn(" ".join(args.prompt), on_event=on_event)
+    async with (
+        stored_session(artifact, args.session) as session,
+        open_runtime(artifact, engine_url=args.engine_url, conversation=session.conversation,
+                     checkpoint=session.checkpoint) as harness,
+    ):
+        result = await harness.turn(" ".join(args.prompt), on_event=session.observe(on_event))
     if not args.json:
         print(result.answer)
     return 0
@@ -95,11 +102,16 @@ async def chat(args: argparse.Namespace) -> int:
     import anyio
 
     from mol.runtime.app import open_runtime
+    from mol.runtime.commands.sessions import stored_session
 
     artifact = load_artifact(args.hcp)
     interactive = sys.stdin.isatty()
     approve = _ask_user if interactive else None
-    async with open_runtime(artifact, engine_url=args.engine_url, approve=approve) as harness:
+    async with (
+        stored_session(artifact, args.session) as session,
+        open_runtime(artifact, engine_url=args.engine_url, approve=approve,
+                     conversation=session.conversation, checkpoint=session.checkpoint) as harness,
+    ):
         if interactive:
             print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). Ctrl-D to quit.",
                   file=sys.stderr)
@@ -110,7 +122,8 @@ async def chat(args: argparse.Namespace) -> int:
                 break
             if not line.strip():
                 continue
-            result = await harness.turn(line.strip(), on_event=Progress(interactive))
+            result = await harness.turn(line.strip(),
+                                        on_event=session.observe(Progress(interactive)))
             print(result.answer, flush=True)
     return 0
 

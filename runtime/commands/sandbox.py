@@ -69,6 +69,13 @@ def _command(words: list[str]) -> str:
     return words[0] if len(words) == 1 else shlex.join(words)
 
 
+def _notes(result: Any) -> list[str]:
+    """A result's notes, less "the shell exited": the CLI's sandbox ends with it anyway."""
+    import dataclasses
+
+    return dataclasses.replace(result, shell_exited=False).notes()
+
+
 def _write(data: bytes) -> None:
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
@@ -83,9 +90,8 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     async with open_sandbox(_config(args), session_id="cli") as sandbox:
         result = await sandbox.run(command, timeout=args.timeout, on_output=_write)
-    for note in result.notes():
-        if not note.startswith("The shell exited"):  # this sandbox ends here anyway
-            print(f"mol sandbox: {note}", file=sys.stderr)
+    for note in _notes(result):
+        print(f"mol sandbox: {note}", file=sys.stderr)
     if result.timed_out:
         return TIMEOUT_EXIT
     return 1 if result.exit_code is None else result.exit_code
@@ -114,7 +120,7 @@ async def shell(args: argparse.Namespace) -> int:
                 continue
             result = await sandbox.run(line, on_output=_write)
             code = result.exit_code or 0
-            for note in result.notes():
+            for note in _notes(result):
                 print(f"[{note}]", file=sys.stderr)
             if result.shell_exited:
                 return code

@@ -128,6 +128,23 @@ async def test_tool_call_end_to_end(engine: LocalEngine, litellm: Any) -> None:
     assert final.usage.prompt_tokens - short.usage.prompt_tokens >= 10
 
 
+async def test_tools_without_tool_choice_mean_auto(engine: LocalEngine, litellm: Any) -> None:
+    """What the harness sends. The model picks (greedily) a call for the weather and prose for
+    a greeting; the prose is not left empty as by the stock chatml-function-calling."""
+    weather = await complete(litellm, engine, "L2",
+                             [{"role": "user", "content": "What is the weather in Paris?"}],
+                             tools=[WEATHER], max_tokens=40)
+    (call,) = weather.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    greeting = await complete(
+        litellm, engine, "L2",
+        [{"role": "user", "content": "Say hello to me in a friendly sentence."}],
+        tools=[WEATHER], max_tokens=40)
+    assert not greeting.choices[0].message.tool_calls
+    assert greeting.choices[0].message.content.strip()
+
+
 async def test_streamed_tool_call_arrives_as_chunks(engine: LocalEngine, litellm: Any) -> None:
     messages = [{"role": "user", "content": "Weather in Rome?"}]
     stream = await complete(litellm, engine, "L1", messages, tools=[WEATHER],
@@ -172,3 +189,71 @@ async def test_ensure_starts_on_demand_and_stops_the_process_group(tmp_path: Pat
         os.killpg(pgid, 0)
     with socket.socket() as sock:  # the port is free again
         sock.bind(("127.0.0.1", port))
+
+
+async def test_a_whole_turn_through_the_harness(engine: LocalEngine) -> None:
+    from mol.runtime.app import open_runtime
+
+    artifact = load(EXAMPLES / "local.toml")
+    async with open_runtime(artifact, engine_url=engine.base_url) as harness:
+        with anyio.fail_after(120):
+            result = await harness.turn("Hello! What is a good name for a cat?")
+    assert result.adapter in LABELS
+    assert result.status == "complete"
+    assert result.answer.strip()
+    (record,) = harness.conversation.turns
+    assert record.route_raw in LABELS and not record.route_fallback  # the grammar held
+
+
+async def test_cli_serves_until_sigterm_then_stops_the_engine() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    async with await anyio.open_process(
+            [sys.executable, "-m", "mol.runtime", "engine", "local", "--port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        with anyio.fail_after(60):
+            base_url = (await process.stdout.receive()).decode().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(base_url + "/models")).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            assert await process.wait() == 0
+        stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+    assert "SIGTERM, stopping the local engine" in stderr
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(base_url + "/models")
+
+
+def _readme_local_run_command() -> str:
+    import re
+
+    readme = (EXAMPLES.parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", readme, re.S)
+                if "hcp/examples/local.toml" in b]
+    install, run = block.strip().splitlines()
+    assert "pip install" in install and "[test,local]" in install
+    return run
+
+
+async def test_readme_local_run_starts_the_engine_answers_and_stops_it() -> None:
+    """The README's offline command as written: nothing serves 127.0.0.1:8080 before, mol run
+    starts the local engine on demand, prints an answer, and leaves nothing behind."""
+    import subprocess
+
+    run = _readme_local_run_command()
+    url = "http://127.0.0.1:8080/v1/models"
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(httpx.ConnectError):  # else mol run would reuse what is there
+            await client.get(url)
+        with anyio.fail_after(240):
+            done = await anyio.run_process(["bash", "-c", run], cwd=EXAMPLES.parents[1],
+                                           check=False, stderr=subprocess.PIPE)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        assert done.stdout.decode().strip()
+        assert "local engine ready" in done.stderr.decode()
+        with pytest.raises(httpx.ConnectError):
+            await client.get(url)

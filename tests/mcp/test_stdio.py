@@ -114,9 +114,12 @@ async def test_startup_failures_silent_required_and_optional(make_artifact):
         {"silent": stdio_server("--silent", startup_timeout_sec=1),
          "crashy": stdio_server("--crash", required=True),
          "fine": stdio_server()},
-        adapters={"L1": {"mcp_servers": ["silent", "fine"]}, "L2": {"mcp_servers": ["crashy"]}})
+        adapters={"L1": {"mcp_servers": ["silent", "fine"]}, "L2": {"mcp_servers": ["crashy"]},
+                  "L3": {"mcp_servers": ["silent"]}})
+    started = time.monotonic()
     async with MCPManager(artifact) as mcp:
-        started = time.monotonic()
+        assert await mcp.tools("L3") == []
+        assert time.monotonic() - started < 2.0  # startup_timeout_sec = 1
         tools = await mcp.tools("L1")  # L1 does not see the required server
         silent = next(s for s in mcp.status() if s.name == "silent")
         assert silent.state == "failed" and "startup_timeout_sec=1s" in silent.error

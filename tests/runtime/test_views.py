@@ -178,3 +178,27 @@ reply = "too late"
         assert h.conversation.turns[0].status == "interrupted"
         assert h.conversation.view("L2") == []  # nothing half-written
     assert len(engine.requests) == 2
+
+
+async def test_streaming_emits_text_deltas_and_the_same_answer(hcp):
+    script = """
+[[L0]]
+constrained = true
+reply = "L0"
+[[L0]]
+constrained = false
+when = "^tell"
+reply = "Once upon a time, there was a prefix cache that always hit."
+""" + SUMMARY
+    deltas = []
+
+    def on_event(event):
+        if event.type == "text_delta":
+            deltas.append(event.text)
+
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        result = await h.turn("tell me a story", on_event=on_event, stream=True)
+    assert len(deltas) > 1 and "".join(deltas) == result.answer
+    assert result.answer == "Once upon a time, there was a prefix cache that always hit."
+    assert bodies(engine, "L0")[1]["stream"] is True
+    assert result.usage["prompt_tokens"] > 0

@@ -32,6 +32,8 @@ async def test_written_files_belong_to_the_user_and_can_be_edited_by_the_shell(
     await sandbox.run("chmod 700 notes/a.txt")
     await sandbox.write_file("notes/a.txt", b"three\n")  # overwriting keeps the mode
     assert (await sandbox.run("stat -c %a notes/a.txt; cat notes/a.txt")).output == "700\nthree\n"
+    await sandbox.write_file("notes/run.sh", b"#!/bin/sh\necho ran\n", mode=0o755)
+    assert (await sandbox.run("./notes/run.sh")).output == "ran\n"
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "/etc/passwd", "a/../../etc/passwd",

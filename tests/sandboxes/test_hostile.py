@@ -41,22 +41,25 @@ async def watching_memory(work: Awaitable[CommandResult]) -> tuple[CommandResult
 async def test_fork_bomb_is_contained_and_reported(small_sandbox: Sandbox) -> None:
     sandbox = small_sandbox
     await sandbox.run("cd /tmp && export SURVIVES=yes")
-    with anyio.fail_after(90):
+    with anyio.fail_after(60):
         _, growth = await watching_memory(sandbox.run(":(){ :|:& };:", timeout=10))
-        # The bomb forks in the background; the next commands find the sandbox at its
-        # process limit: a timeout or the process count sweeps the bomb away.
-        for _ in range(10):
+        # The bomb forks on in the background; the next commands find the sandbox at its
+        # process limit: a timeout or the process-count check sweeps the bomb away.
+        while True:
             probe = await sandbox.run("sleep 0.1", timeout=5)
             if probe.timed_out or probe.process_limit_kills:
                 break
-        else:
-            pytest.fail(f"the fork bomb was never contained: {probe}")
     assert "Timed out" in probe.render() or "process limit" in probe.render()
     assert growth < 32 << 20
-    count = await sandbox.run("ps -e --no-headers | wc -l")
-    assert int(count.output) < 10, count
+    # (Messages the bomb wrote just before it died may still arrive first.)
+    count = await sandbox.run("echo; ps -e --no-headers | wc -l")
+    assert int(count.output.split()[-1]) < 10, count
     state = await sandbox.run('pwd; echo "$SURVIVES"')
-    assert state.output == "/tmp\nyes\n"  # the shell itself was spared
+    if probe.shell_exited or count.fresh_shell:
+        # bash gives up after its fork retries and exits: said so, and replaced.
+        assert "fresh shell" in count.render() and state.output.endswith("/workspace\n\n")
+    else:
+        assert state.output.endswith("/tmp\nyes\n")
 
 
 async def test_memory_bomb_is_killed_and_reported(small_sandbox: Sandbox) -> None:
@@ -65,7 +68,7 @@ async def test_memory_bomb_is_killed_and_reported(small_sandbox: Sandbox) -> Non
     assert result.exit_code == 137 and not result.timed_out
     assert "killed by signal 9 (out of memory?)" in result.render()
     assert growth < 32 << 20
-    assert (await small_sandbox.run("echo fine")).output == "fine\n"
+    assert (await small_sandbox.run("echo fine")).output.endswith("fine\n")
 
 
 @pytest.mark.parametrize("folder", ["/tmp", "/workspace"])
@@ -73,9 +76,9 @@ async def test_disk_fill_stops_at_the_cap(small_sandbox: Sandbox, folder: str) -
     result = await small_sandbox.run(f"dd if=/dev/zero of={folder}/fill bs=1M", timeout=60)
     assert result.exit_code == 1 and "No space left on device" in result.output
     size = await small_sandbox.run(f"du -m {folder}/fill | cut -f1; rm {folder}/fill")
-    assert int(size.output) <= 32
-    assert (await small_sandbox.run(f"echo ok > {folder}/after && cat {folder}/after")).output \
-        == "ok\n"
+    assert int(size.output.split()[-1]) <= 32
+    after = await small_sandbox.run(f"echo ok > {folder}/after && cat {folder}/after")
+    assert after.output.endswith("ok\n")
 
 
 async def test_a_gigabyte_without_newlines_is_capped_in_bounded_memory(

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 
 import anyio
 import pytest
 
 from mol.hcp.schema import SandboxConfig
+from mol.runtime.errors import SandboxError
 from mol.sandboxes import docker, owner
 from mol.sandboxes.pool import SandboxPool, active_pool
 from mol.sandboxes.sandbox import Sandbox, open_sandbox
@@ -137,3 +140,26 @@ def test_cli_without_a_docker_engine_is_a_clear_error() -> None:
 def test_cli_usage_errors_exit_2() -> None:
     done = subprocess.run([*MOL, "sandbox", "run"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "give the command after '--'" in done.stderr
+
+
+async def test_a_missing_image_says_how_to_build_it() -> None:
+    with pytest.raises(SandboxError, match="mol sandbox image build"):
+        async with open_sandbox(SandboxConfig(image="mol-no-such-image:1")):
+            pass
+
+
+async def test_an_image_without_bash_is_a_clear_error() -> None:
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tarfile.TarInfo("etc/passwd")
+        data = b"root:x:0:0:root:/root:/bin/sh\n"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    tag = "mol-test-no-bash:1"
+    await docker.call(docker.import_image, [archive.getvalue()], tag, [], what="import")
+    before = await container_ids()
+    with pytest.raises(SandboxError, match="bash"):
+        async with open_sandbox(SandboxConfig(image=tag)):
+            pass
+    assert await container_ids() == before  # the failed container was removed
+    await docker.call(docker.client().api.remove_image, tag, what="remove the test image")

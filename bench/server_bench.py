@@ -1,0 +1,161 @@
+"""Server overhead per turn: the official openai client -> ``mol serve`` -> harness ->
+scripted engine, against calling the same harness in-process, in the same run.
+
+One turn = route (L0, constrained) -> L2 answers -> summary (L0). Both sides are timed to
+the moment the client has the answer: the server replies at the harness's ``Answered``
+event (the summary hop finishes behind the reply), so the in-process side is timed to that
+event too. The server side adds HTTP, JSON, the runner and a SQLite checkpoint (WAL,
+synchronous=FULL) at every consistent point. Rounds alternate so machine noise hits both
+alike. Prints medians and the ratio, then one JSON line.
+
+    python bench/server_bench.py [--rounds 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+SCRIPT = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L2"
+[[L2]]
+times = -1
+reply = "Fixed: the off-by-one in the loop bound is gone and the tests pass."
+[[L0]]
+constrained = false
+times = -1
+reply = "The user asked for a fix; L2 fixed the loop bound."
+"""
+
+HCP = """schema_version = 1
+name = "bench"
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+max_retries = 0
+[router]
+prompt = "Route the turn to one of L0, L1, L2, L3."
+[adapters.L2]
+prompt = "You are the coding specialist."
+[session]
+store = "sqlite:///{store}"
+"""
+
+KEY = "bench-key"
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_server(hcp: Path, engine_url: str) -> tuple[subprocess.Popen, str]:
+    """``mol serve`` in its own process (its own GIL, as in production)."""
+    import httpx
+
+    key_file = hcp.parent / "key"
+    key_file.write_text(KEY)
+    port = _port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mol.runtime", "serve", "--hcp", str(hcp), "--port", str(port),
+         "--engine-url", engine_url],
+        env={**os.environ, "MOL_API_KEY_FILE": str(key_file)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("mol serve did not start")
+        time.sleep(0.05)
+
+
+async def main(rounds: int) -> dict:
+    import openai
+
+    from mol.hcp.loader import load
+    from mol.plugins.manager import PluginManager
+    from mol.runtime import events as ev
+    from mol.runtime.harness import Harness
+    from mol.runtime.testing import ScriptedEngine
+
+    folder = Path(tempfile.mkdtemp())
+    (folder / "bench.toml").write_text(HCP.format(store=folder / "sessions.db"))
+    artifact = load(folder / "bench.toml")
+    plugins = PluginManager(None, builtin=())
+    async with ScriptedEngine.serve(SCRIPT) as engine:
+        proc, url = _start_server(folder / "bench.toml", engine.base_url)
+        client = openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0)
+
+        async def served_turn() -> float:
+            started = time.perf_counter()
+            reply = await client.chat.completions.create(
+                model="mol", messages=[{"role": "user", "content": "fix the failing test"}])
+            assert reply.choices[0].message.content.startswith("Fixed"), reply
+            return time.perf_counter() - started
+
+        async def local_turn() -> float:
+            answered: list[float] = []
+
+            def on_event(event: ev.Event) -> None:
+                if isinstance(event, ev.Answered):
+                    answered.append(time.perf_counter())
+
+            started = time.perf_counter()
+            async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as h:
+                result = await h.turn("fix the failing test", on_event=on_event)
+            assert result.answer.startswith("Fixed"), result.answer
+            return answered[0] - started
+
+        try:
+            for _ in range(3):  # warm-up: imports litellm in both processes, opens connections
+                await served_turn()
+                await local_turn()
+            served, local = [], []
+            for index in range(rounds):
+                order = (served_turn, local_turn) if index % 2 == 0 else (local_turn, served_turn)
+                for run in order:
+                    (served if run is served_turn else local).append(await run())
+        finally:
+            await client.close()
+            proc.terminate()
+            proc.wait(timeout=30)
+    served_median, local_median = statistics.median(served), statistics.median(local)
+    return {
+        "benchmark": "server_overhead_per_turn",
+        "rounds": rounds,
+        "server_turn_ms_median": round(served_median * 1000, 3),
+        "in_process_turn_ms_median": round(local_median * 1000, 3),
+        "overhead_ms_median": round((served_median - local_median) * 1000, 3),
+        "ratio": round(served_median / local_median, 4),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    figures = anyio.run(main, parser.parse_args().rounds)
+    print(f"openai client -> mol serve  median {figures['server_turn_ms_median']:9.3f} ms")
+    print(f"harness in-process          median {figures['in_process_turn_ms_median']:9.3f} ms")
+    print(f"overhead {figures['overhead_ms_median']:.3f} ms per turn, "
+          f"ratio {figures['ratio']:.3f}")
+    print(json.dumps(figures))

@@ -1,0 +1,60 @@
+"""``mol serve``: the OpenAI-compatible HTTP server (docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from mol.runtime.commands.run import add_hcp_argument
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mol serve``."""
+    add_hcp_argument(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
+    parser.add_argument("--port", type=int, default=8200, help="port (default 8200; 0: any free)")
+    parser.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
+                        "engine.api_base (also $MOL_ENGINE_URL)")
+    parser.add_argument("--max-turns", type=int, default=64,
+                        help="turns running at once; more get 429 (default 64)")
+    parser.add_argument("--deadline", type=float, default=600.0,
+                        help="seconds a turn may take before it is cancelled (default 600)")
+    parser.add_argument("--drain", type=float, default=10.0,
+                        help="seconds turns in flight get to finish at shutdown (default 10)")
+    parser.add_argument("--max-body", type=int, default=4 * 1024 * 1024,
+                        help="largest request body in bytes (default 4 MiB)")
+    parser.set_defaults(func=serve)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Load the artifact, check the key and bind address, and serve until SIGTERM."""
+    from mol.runtime.commands.run import load_artifact
+    from mol.runtime.errors import UsageError
+    from mol.runtime.server import ServerConfig
+    from mol.runtime.server import serve as run_server
+    from mol.runtime.server_auth import check_bind, load_key
+    from mol.runtime.sessions import store_path, store_url_for
+
+    for name in ("max_turns", "max_body"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    artifact = load_artifact(args.hcp)
+    key = load_key()
+    check_bind(args.host, key)
+    path = store_path(store_url_for(artifact))
+    # mol's own log lines only: the root logger stays quiet so libraries (litellm) do not
+    # log every request at INFO.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    logger = logging.getLogger("mol")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    print(f"mol serve: {artifact.name} ({artifact.digest[:19]}), sessions in {path}, "
+          f"{'API key required' if key else 'NO API KEY (loopback only)'}",
+          file=sys.stderr, flush=True)
+    config = ServerConfig(artifact=artifact, store_path=str(path), api_key=key,
+                          engine_url=args.engine_url, max_body=args.max_body,
+                          max_turns=args.max_turns, deadline=args.deadline, drain=args.drain)
+    await run_server(config, args.host, args.port)
+    return 0

@@ -1,0 +1,180 @@
+"""The OpenAI-compatible server: Starlette on uvicorn.
+
+Routes: ``GET /health`` (no auth), ``GET /v1/models``, ``POST /v1/chat/completions``
+(runtime/server_chat.py), ``POST /v1/responses`` and ``GET /v1/responses/{id}``
+(runtime/server_responses.py). Every other route needs the bearer key
+(runtime/server_auth.py). Turns run in the background ``Runner``
+(runtime/server_runner.py) and are checkpointed into the session store.
+
+``create_app`` builds the ASGI app; its lifespan opens the runtime (plugins,
+toolsets, engine) and the store, and on shutdown drains the turns in flight
+for at most ``drain`` seconds. ``serve`` runs it on uvicorn, whose graceful
+shutdown (SIGTERM, SIGINT) is bounded by the same time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from mol.hcp.loader import Artifact
+from mol.hcp.schema import ADAPTERS
+from mol.runtime.server_common import MAX_BODY, ApiError
+
+log = logging.getLogger("mol.server")
+
+ENTRY_MODEL = "mol"
+"""The routed entry model: route -> answer -> summary. ``L0``..``L3`` pin an adapter."""
+
+
+@dataclass
+class ServerConfig:
+    """How the server runs (the CLI fills it from flags and the environment)."""
+
+    artifact: Artifact
+    store_path: str
+    api_key: bytes | None
+    engine_url: str | None = None
+    max_body: int = MAX_BODY
+    max_turns: int = 64
+    """Turns running at once; more are refused with 429 and ``Retry-After``."""
+    deadline: float = 600.0
+    """Seconds a turn may take before it is cancelled (504)."""
+    drain: float = 10.0
+    """Seconds turns in flight get to finish at shutdown."""
+    plugins: Any = None
+    engine: Any = None
+
+
+def create_app(config: ServerConfig) -> Any:
+    """The ASGI app (wrapped in the auth middleware)."""
+    from mol.runtime.server_auth import BearerAuth
+    from mol.runtime.server_chat import chat_completions
+    from mol.runtime.server_responses import create_response, get_response
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=_lifespan(config),
+                    exception_handlers={ApiError: _api_error, 404: _not_found,
+                                        405: _not_allowed, Exception: _internal})
+    app.state.config = config
+    app.state.max_body = config.max_body
+    app.state.models = [ENTRY_MODEL, *ADAPTERS]
+    return BearerAuth(app, config.api_key)
+
+
+def _lifespan(config: ServerConfig) -> Any:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from mol.runtime.app import open_runtime
+        from mol.runtime.server_runner import Runner
+        from mol.runtime.sessions import SQLiteSessionStore
+
+        async with (
+            SQLiteSessionStore(config.store_path) as store,
+            open_runtime(config.artifact, engine_url=config.engine_url,
+                         plugins=config.plugins, engine=config.engine) as base,
+            Runner(base, store, max_turns=config.max_turns, deadline=config.deadline,
+                   drain=config.drain) as runner,
+        ):
+            for session_id, index in store.interrupted:
+                log.warning("session %s: turn %d was interrupted by a restart",
+                            session_id, index)
+            app.state.runner = runner
+            yield
+
+    return lifespan
+
+
+async def health(request: Request) -> Response:
+    """Whether the engine answers (no auth; says nothing secret)."""
+    import httpx
+
+    runner = getattr(request.app.state, "runner", None)
+    engine = getattr(getattr(runner, "base", None), "engine", None)
+    url = getattr(engine, "api_base", None)
+    ok, detail = True, "not an HTTP engine"
+    if url:
+        try:
+            async with httpx.AsyncClient(timeout=2.0) as client:
+                answer = await client.get(url.rstrip("/") + "/models")
+            ok, detail = answer.status_code < 500, f"HTTP {answer.status_code}"
+        except httpx.HTTPError as exc:
+            ok, detail = False, type(exc).__name__
+    body = {"status": "ok" if ok else "degraded", "engine": {"ok": ok, "detail": detail}}
+    return JSONResponse(body, status_code=200 if ok else 503)
+
+
+async def models(request: Request) -> Response:
+    """The entry model ``mol`` and the adapters."""
+    created = int(time.time())
+    data = [{"id": name, "object": "model", "created": created, "owned_by": "mol"}
+            for name in request.app.state.models]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return ApiError(404, f"no route {request.url.path!r}").response()
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return ApiError(405, f"method {request.method} is not allowed on "
+                         f"{request.url.path!r}").response()
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.exception("request failed")
+    return ApiError(500, f"internal error: {type(exc).__name__}").response()
+
+
+async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200) -> None:
+    """Run the server until SIGTERM/SIGINT; in-flight requests get ``drain`` seconds."""
+    import signal
+    import threading
+    from contextlib import contextmanager
+
+    import uvicorn
+
+    from mol.runtime.server_auth import check_bind
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a drained shutdown on SIGTERM/SIGINT exits 0
+        (uvicorn re-raises the signal after shutting down, so the process died by it)."""
+
+        @contextmanager
+        def capture_signals(self) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            signals = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    check_bind(host, config.api_key)
+    uv = uvicorn.Config(create_app(config), host=host, port=port, log_level="info",
+                        timeout_graceful_shutdown=config.drain, lifespan="on",
+                        access_log=True, server_header=False)
+    await Server(uv).serve()

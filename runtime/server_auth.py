@@ -1,0 +1,89 @@
+"""Bearer-key authentication for every route but ``GET /health``, and the bind rules.
+
+The key lives in the file ``MOL_API_KEY_FILE`` names. It is compared in
+constant time (``hmac.compare_digest``) before any routing, so every method and
+path variant (trailing slashes, HEAD, OPTIONS, unknown paths) answers 401
+without a valid key, never 404 or 405. Without a key file the server refuses
+to start unless ``MOL_ALLOW_UNAUTHENTICATED=1``, and then only on loopback.
+The key never reaches a log line, an error message or the session store.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any
+
+from mol.runtime.errors import ServerError
+from mol.runtime.server_common import ApiError
+
+KEY_FILE_ENV = "MOL_API_KEY_FILE"
+UNAUTHENTICATED_ENV = "MOL_ALLOW_UNAUTHENTICATED"
+OPEN_PATHS = frozenset({"/health"})
+
+
+def load_key(environ: dict[str, str] | None = None) -> bytes | None:
+    """The API key from ``$MOL_API_KEY_FILE``; None only when unauthenticated mode is on."""
+    environ = dict(os.environ) if environ is None else environ
+    path = environ.get(KEY_FILE_ENV)
+    if not path:
+        if environ.get(UNAUTHENTICATED_ENV) == "1":
+            return None
+        raise ServerError(f"no API key: set {KEY_FILE_ENV} to a file holding the key, or "
+                          f"{UNAUTHENTICATED_ENV}=1 to serve without one (loopback only)")
+    try:
+        key = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServerError(f"{KEY_FILE_ENV}={path}: cannot read the key file: "
+                          f"{type(exc).__name__}") from None
+    if not key:
+        raise ServerError(f"{KEY_FILE_ENV}={path}: the key file is empty")
+    return key.encode()
+
+
+def check_bind(host: str, key: bytes | None) -> None:
+    """Refuse a non-loopback bind address when serving without a key."""
+    if key is not None:
+        return
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ServerError(f"refusing to serve without an API key on {host!r}: "
+                          f"{UNAUTHENTICATED_ENV}=1 allows loopback addresses only "
+                          "(127.0.0.1, ::1)")
+
+
+class BearerAuth:
+    """ASGI middleware: 401 in the OpenAI error shape unless the bearer key matches."""
+
+    def __init__(self, app: Any, key: bytes | None) -> None:
+        self.app = app
+        self.key = key
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or self.key is None or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        error = ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
+                         code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        await error.response()(scope, receive, send)
+
+    def _authorized(self, scope: dict[str, Any]) -> bool:
+        assert self.key is not None
+        values = [v for k, v in scope["headers"] if k == b"authorization"]
+        if len(values) != 1:
+            return False
+        scheme, _, given = values[0].partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        # Compare always, even an empty key, so timing says nothing about the key.
+        return hmac.compare_digest(given.strip(), self.key)

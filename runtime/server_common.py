@@ -1,0 +1,122 @@
+"""What every route of the server shares: OpenAI-shaped errors, bounded JSON bodies,
+field checks that name the field, and server-sent events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from mol.runtime.errors import EngineError, EngineTimeout
+
+MAX_BODY = 4 * 1024 * 1024
+"""Default limit of a request body, in bytes."""
+
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error"}
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI error shape."""
+
+    def __init__(self, status: int, message: str, param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {message, type, param, code}}``."""
+        kind = _TYPES.get(self.status, "server_error" if self.status >= 500 else
+                          "invalid_request_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param,
+                          "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        """The HTTP response for this error."""
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def engine_error(exc: EngineError) -> ApiError:
+    """An engine failure as the client sees it: 504 for a timeout, 502 otherwise."""
+    if isinstance(exc, EngineTimeout):
+        return ApiError(504, f"the model engine timed out: {exc}", code="engine_timeout")
+    return ApiError(502, f"the model engine failed: {exc}", code="engine_error")
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request body as a JSON object; 413 beyond ``limit`` bytes, 400 if malformed."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks) or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, f"the request body must be a JSON object, got {_kind(body)}")
+    return body
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def field(body: dict[str, Any], name: str, kinds: type | tuple[type, ...], *,
+          required: bool = False, default: Any = None, where: str = "") -> Any:
+    """``body[name]`` checked against ``kinds``; a 400 naming ``where + name`` otherwise."""
+    path = f"{where}{name}"
+    if name not in body or body[name] is None:
+        if required:
+            raise ApiError(400, f"missing required field '{path}'", param=path)
+        return default
+    value = body[name]
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        names = " or ".join(_kind(k()) if k is not float else "a number" for k in kinds)
+        raise ApiError(400, f"'{path}' must be {names}, got {_kind(value)}", param=path)
+    return value
+
+
+def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
+    """One server-sent event (``data: {...}``, optionally with an ``event:`` line)."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+def text_of(content: Any, where: str) -> str:
+    """A message ``content``: a string, an array of text parts, or null."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        parts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                raise ApiError(400, f"'{where}[{i}]' must be an object", param=f"{where}[{i}]")
+            if part.get("type") in ("text", "input_text", "output_text"):
+                if not isinstance(part.get("text"), str):
+                    raise ApiError(400, f"'{where}[{i}].text' must be a string",
+                                   param=f"{where}[{i}].text")
+                parts.append(part["text"])
+            else:
+                raise ApiError(400, f"'{where}[{i}].type' {part.get('type')!r} is not "
+                               "supported: mol takes text parts", param=f"{where}[{i}].type")
+        return "".join(parts)
+    raise ApiError(400, f"'{where}' must be a string, an array of parts or null, got "
+                   f"{_kind(content)}", param=where)

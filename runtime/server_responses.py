@@ -1,0 +1,250 @@
+"""``POST /v1/responses`` and ``GET /v1/responses/{id}``: state kept server-side.
+
+Each stored response names the point of its conversation where it ended, so
+``previous_response_id`` continues there (in place, or as a fork when the
+conversation went on from a later response). ``store: false`` responses are
+neither kept nor chainable. ``instructions`` open a conversation (a system
+message after the adapter's own prompt, so that prompt stays byte-stable); on a
+chained request they are recorded in the response but the conversation keeps
+its opening instructions: changing them mid-conversation would break the
+adapters' prefix caches.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from mol.runtime.server_chat import Reply, normalize, resolve_model, split
+from mol.runtime.server_common import ApiError, field, read_json, sse
+from mol.runtime.server_runner import TurnRequest
+
+
+def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """``input`` (text or items) as chat-shaped messages."""
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list):
+        raise ApiError(400, "'input' must be a string or an array of items", param="input")
+    messages: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise ApiError(400, f"'{where}' must be an object", param=where)
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append(normalize({"role": item.get("role"), "content": item.get("content")},
+                                      where))
+        elif kind == "function_call":
+            call = {"id": field(item, "call_id", str, required=True, where=f"{where}."),
+                    "type": "function",
+                    "function": {"name": field(item, "name", str, required=True,
+                                               where=f"{where}."),
+                                 "arguments": field(item, "arguments", str, default="",
+                                                    where=f"{where}.")}}
+            if messages and messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            if not isinstance(output, str):
+                raise ApiError(400, f"'{where}.output' must be a string", param=f"{where}.output")
+            messages.append({"role": "tool", "content": output,
+                             "tool_call_id": field(item, "call_id", str, required=True,
+                                                   where=f"{where}.")})
+        else:
+            raise ApiError(400, f"'{where}.type' {kind!r} is not supported; use message, "
+                           "function_call or function_call_output", param=f"{where}.type")
+    return messages
+
+
+def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Responses ``tools`` (flat function entries) in the Chat Completions shape."""
+    tools = field(body, "tools", list)
+    if tools is None:
+        return None
+    out = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
+        name = field(tool, "name", str, required=True, where=f"{where}.")
+        function = {"name": name, "parameters": tool.get("parameters") or {"type": "object"}}
+        if isinstance(tool.get("description"), str):
+            function["description"] = tool["description"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+async def create_response(request: Request) -> Response:
+    """The route: validate, start the turn, answer (a response object or its events)."""
+    state = request.app.state
+    body = await read_json(request, state.max_body)
+    adapter = resolve_model(body, state.models)
+    previous = field(body, "previous_response_id", str)
+    store = field(body, "store", bool, default=True)
+    stream = field(body, "stream", bool, default=False)
+    instructions = field(body, "instructions", str)
+    history, text, results = split(input_messages(body), "input")
+    if previous is not None and history:
+        raise ApiError(400, "with 'previous_response_id', 'input' holds only the new user "
+                       "message or function_call_output items", param="input")
+    seed = ([{"role": "system", "content": instructions}] if instructions else []) + history
+    turn = TurnRequest(text=text, tool_results=results, key=previous,
+                       key_required=previous is not None, seed=seed, adapter=adapter,
+                       client_tools=chat_tools(body), stream=stream, persist=store)
+    job = state.runner.start(turn)
+    reply = ResponseReply(body, job, state.runner)
+    items = reply.items()
+    first = await anext(items)
+    if first[0] == "error":
+        await items.aclose()
+        return first[1].response()
+    if not stream:
+        try:
+            return JSONResponse(await reply.complete_response(first))
+        finally:
+            await items.aclose()
+    return StreamingResponse(reply.events(first, items), media_type="text/event-stream")
+
+
+async def get_response(request: Request) -> Response:
+    """``GET /v1/responses/{id}``: a stored response, or 404."""
+    response_id = request.path_params["response_id"]
+    found = await request.app.state.runner.store.get_response(response_id)
+    if found is None:
+        raise ApiError(404, f"no stored response {response_id!r}", param="response_id")
+    return JSONResponse(found)
+
+
+class ResponseReply(Reply):
+    """Turns a job's events into a Responses API object or its event stream."""
+
+    def __init__(self, body: dict[str, Any], job: Any, runner: Any) -> None:
+        super().__init__(body["model"], [], job, runner)
+        self.body = body
+        self.id = "resp_" + secrets.token_hex(16)
+        self.sequence = 0
+        self.message_id = "msg_" + secrets.token_hex(12)
+
+    def obj(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        """The response object."""
+        usage = None
+        if status == "completed":
+            usage = {"input_tokens": self.usage["prompt_tokens"],
+                     "input_tokens_details": {"cached_tokens": 0},
+                     "output_tokens": self.usage["completion_tokens"],
+                     "output_tokens_details": {"reasoning_tokens": 0},
+                     "total_tokens": sum(self.usage.values())}
+        return {"id": self.id, "object": "response", "created_at": self.created,
+                "status": status, "model": self.model, "output": output, "error": None,
+                "incomplete_details": None, "instructions": self.body.get("instructions"),
+                "metadata": {}, "parallel_tool_calls": True, "temperature": None,
+                "top_p": None, "tool_choice": "auto", "tools": self.body.get("tools") or [],
+                "previous_response_id": self.body.get("previous_response_id"),
+                "store": self.body.get("store", True) is not False,
+                "text": {"format": {"type": "text"}}, "truncation": "disabled",
+                "usage": usage}
+
+    def message_item(self, text: str, status: str = "completed") -> dict[str, Any]:
+        content = [] if status != "completed" else [
+            {"type": "output_text", "text": text, "annotations": []}]
+        return {"type": "message", "id": self.message_id, "status": status,
+                "role": "assistant", "content": content}
+
+    @staticmethod
+    def call_item(call: dict[str, Any], arguments: str | None = None,
+                  status: str = "completed") -> dict[str, Any]:
+        function = call["function"]
+        return {"type": "function_call", "id": "fc_" + call["id"].split("_", 2)[-1],
+                "call_id": call["id"], "name": function["name"],
+                "arguments": function["arguments"] if arguments is None else arguments,
+                "status": status}
+
+    async def finish_response(self, output: list[dict[str, Any]]) -> dict[str, Any]:
+        """The completed object, stored (and its point named) unless ``store`` is false."""
+        final = self.obj("completed", output)
+        if final["store"]:
+            await self.runner.name(self.job, self.id,
+                                   (self.body.get("previous_response_id"), final))
+        return final
+
+    async def complete_response(self, first: tuple[str, Any]) -> dict[str, Any]:
+        """The non-streaming response object."""
+        kind, value = first
+        if kind == "calls":
+            return await self.finish_response([self.call_item(c) for c in value])
+        return await self.finish_response([self.message_item(value[0])])
+
+    def event(self, kind: str, **data: Any) -> bytes:
+        """One Responses streaming event, numbered."""
+        self.sequence += 1
+        return sse({"type": kind, "sequence_number": self.sequence - 1, **data}, event=kind)
+
+    async def events(self, first: tuple[str, Any], rest: AsyncIterator) -> AsyncIterator[bytes]:
+        """``response.created`` .. ``response.completed`` as the turn produces them."""
+        yield self.event("response.created", response=self.obj("in_progress", []))
+        yield self.event("response.in_progress", response=self.obj("in_progress", []))
+        text: list[str] = []
+        output: list[dict[str, Any]] = []
+        item: tuple[str, Any] | None = first
+        while item is not None:
+            kind, value = item
+            if kind == "error":
+                yield self.event("error", error=value.body()["error"],
+                                 message=value.message, code=value.code, param=value.param)
+                break
+            if kind == "delta" or (kind == "answer" and not text and value[0]):
+                delta = value if kind == "delta" else value[0]
+                if not text:
+                    for piece in self._open_message():
+                        yield piece
+                text.append(delta)
+                yield self.event("response.output_text.delta", item_id=self.message_id,
+                                 output_index=0, content_index=0, delta=delta, logprobs=[])
+            if kind in ("answer", "calls"):
+                for piece in self._close(kind, value, "".join(text), output):
+                    yield piece
+                final = await self.finish_response(output)
+                yield self.event("response.completed", response=final)
+                break
+            item = await anext(rest, None)
+        await rest.aclose()
+
+    def _open_message(self) -> list[bytes]:
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return [self.event("response.output_item.added", output_index=0,
+                           item=self.message_item("", "in_progress")),
+                self.event("response.content_part.added", item_id=self.message_id,
+                           output_index=0, content_index=0, part=part)]
+
+    def _close(self, kind: str, value: Any, text: str,
+               output: list[dict[str, Any]]) -> list[bytes]:
+        pieces = []
+        if text:
+            part = {"type": "output_text", "text": text, "annotations": []}
+            output.append(self.message_item(text))
+            pieces += [
+                self.event("response.output_text.done", item_id=self.message_id,
+                           output_index=0, content_index=0, text=text, logprobs=[]),
+                self.event("response.content_part.done", item_id=self.message_id,
+                           output_index=0, content_index=0, part=part),
+                self.event("response.output_item.done", output_index=0, item=output[-1])]
+        for call in value if kind == "calls" else []:
+            index, done = len(output), self.call_item(call)
+            output.append(done)
+            pieces += [
+                self.event("response.output_item.added", output_index=index,
+                           item=self.call_item(call, "", "in_progress")),
+                self.event("response.function_call_arguments.delta", item_id=done["id"],
+                           output_index=index, delta=done["arguments"]),
+                self.event("response.function_call_arguments.done", item_id=done["id"],
+                           output_index=index, arguments=done["arguments"], name=done["name"]),
+                self.event("response.output_item.done", output_index=index, item=done)]
+        return pieces

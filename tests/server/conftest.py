@@ -1,0 +1,123 @@
+"""A real ``mol serve`` app on uvicorn (in a thread) against the scripted engine."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mol.hcp.loader import load
+from mol.plugins import hookimpl
+from mol.plugins.manager import PluginManager
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+KEY = "sk-test-canary-7f3c9d2e1b"
+
+HCP = """\
+schema_version = 1
+name = "served"
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+routing_constraint = "structured_outputs"
+timeout_sec = 30
+max_retries = 2
+[router]
+prompt = "Route the turn."
+[adapters.L0]
+prompt = "You chat."
+[adapters.L1]
+prompt = "You act."
+tools.allow = ["shout"]
+[adapters.L2]
+prompt = "You code."
+[adapters.L3]
+prompt = "You draw."
+[session]
+store = "sqlite:///{store}"
+"""
+
+
+class Shout:
+    """A runtime tool that runs server-side."""
+
+    @hookimpl
+    def mol_register_tools(self, register: Any) -> None:
+        def shout(text: str) -> str:
+            """Say it louder."""
+            return text.upper()
+
+        register(shout)
+
+
+def write_hcp(tmp_path: Path) -> Path:
+    path = tmp_path / "served.toml"
+    path.write_text(HCP.format(store=tmp_path / "sessions.db"))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """A running server: its base URL, key and store path."""
+
+    def __init__(self, url: str, key: str, store: Path, server: Any) -> None:
+        self.url, self.key, self.store, self.server = url, key, store, server
+
+    def client(self, **kwargs: Any) -> Any:
+        import openai
+
+        return openai.OpenAI(base_url=self.url, api_key=self.key, max_retries=0, **kwargs)
+
+    def async_client(self, **kwargs: Any) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(base_url=self.url, api_key=self.key, max_retries=0, **kwargs)
+
+
+@contextmanager
+def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY,
+              **options: Any) -> Iterator[Served]:
+    """Run the app on uvicorn in a thread on loopback until the block ends."""
+    import uvicorn
+
+    from mol.runtime.server import ServerConfig, create_app
+
+    artifact = load(write_hcp(tmp_path))
+    store = tmp_path / "sessions.db"
+    plugins = PluginManager(None, builtin=(), extra=[("shout", Shout())])
+    config = ServerConfig(artifact=artifact, store_path=str(store),
+                          api_key=key.encode() if key else None, engine_url=engine_url,
+                          plugins=plugins, **options)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on",
+                                           timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the server did not start")
+        time.sleep(0.02)
+    try:
+        yield Served(f"http://127.0.0.1:{port}/v1", key or "", store, server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@pytest.fixture
+def hcp_path(tmp_path: Path) -> Path:
+    return write_hcp(tmp_path)

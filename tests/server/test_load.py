@@ -1,0 +1,87 @@
+"""Load: 200 concurrent chat completions all succeed; beyond the limit, 429 at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import httpx
+import pytest
+
+from mol.runtime.testing import ScriptedEngine
+
+from .conftest import serve_app
+
+SCRIPT = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L3"
+[[L3]]
+when = "hold"
+times = -1
+delay = 3
+reply = "held"
+[[L3]]
+times = -1
+reply = "<Card/>"
+[[L0]]
+constrained = false
+times = -1
+reply = "summary"
+"""
+
+
+@pytest.mark.anyio
+async def test_200_concurrent_chat_completions_all_succeed(tmp_path):
+    async with ScriptedEngine.serve(SCRIPT, latency=0.05) as engine:
+        with serve_app(tmp_path, engine.base_url, max_turns=256) as served:
+            results: list[str] = []
+
+            async def one(client, n: int) -> None:
+                reply = await client.chat.completions.create(
+                    model="mol", messages=[{"role": "user", "content": f"card {n}"}])
+                results.append(reply.choices[0].message.content)
+
+            with anyio.fail_after(120):
+                async with served.async_client(timeout=90) as client, \
+                        anyio.create_task_group() as group:
+                    for n in range(200):
+                        group.start_soon(one, client, n)
+    assert results == ["<Card/>"] * 200
+
+
+@pytest.mark.anyio
+async def test_turns_beyond_the_limit_are_refused_quickly_with_retry_after(tmp_path):
+    held = threading.Semaphore(0)
+
+    def on_request(record) -> None:  # called in the engine's thread
+        if record["adapter"] == "L3":
+            held.release()
+
+    async with ScriptedEngine.serve(SCRIPT, on_request=on_request) as engine:
+        with serve_app(tmp_path, engine.base_url, max_turns=4) as served:
+            statuses: list[tuple[int, float, str | None]] = []
+            headers = {"Authorization": f"Bearer {served.key}"}
+            body = {"model": "mol", "messages": [{"role": "user", "content": "hold on"}]}
+
+            async def one(client) -> None:
+                started = time.monotonic()
+                answer = await client.post("/chat/completions", json=body, headers=headers)
+                statuses.append((answer.status_code, time.monotonic() - started,
+                                 answer.headers.get("retry-after")))
+
+            with anyio.fail_after(60):
+                async with httpx.AsyncClient(base_url=served.url, timeout=30) as client:
+                    async with anyio.create_task_group() as group:
+                        for _ in range(4):
+                            group.start_soon(one, client)
+                        # Wait until the four turns are held by the engine, then knock.
+                        for _ in range(4):
+                            await anyio.to_thread.run_sync(held.acquire)
+                        for _ in range(16):
+                            group.start_soon(one, client)
+    refused = [s for s in statuses if s[0] == 429]
+    assert sorted(s[0] for s in statuses) == [200] * 4 + [429] * 16
+    assert all(s[1] < 1.0 and s[2] == "1" for s in refused)
