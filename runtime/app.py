@@ -7,13 +7,32 @@ Everything it starts is owned by its ``async with`` and ends with it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
+
 from mol.hcp.loader import Artifact
 from mol.runtime.harness import Harness
 from mol.runtime.views import Conversation
+
+log = logging.getLogger("mol.runtime")
+
+
+async def _collect_orphan_sandboxes() -> None:
+    """Remove sandboxes left by runtimes that died (e.g. SIGKILL); never fails a start."""
+    from mol.runtime.errors import SandboxError
+    from mol.sandboxes.owner import gc_orphans
+
+    try:
+        with anyio.move_on_after(30):
+            removed = await gc_orphans()
+            if removed:
+                log.info("removed %d orphaned sandbox container(s)", len(removed))
+    except SandboxError as exc:  # no Docker engine here: nothing to collect
+        log.debug("sandbox gc skipped: %s", exc)
 
 
 @asynccontextmanager
@@ -29,6 +48,8 @@ async def open_runtime(
 ) -> AsyncIterator[Harness]:
     """A ready harness for ``artifact``; closes every resource it opened on exit."""
     async with AsyncExitStack() as stack:
+        background = await stack.enter_async_context(anyio.create_task_group())
+        background.start_soon(_collect_orphan_sandboxes)
         if plugins is None:
             from mol.plugins.manager import PluginManager
 

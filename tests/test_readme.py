@@ -25,10 +25,11 @@ def test_setup_second_command_validates_the_shipped_artifact():
 
 
 def test_scripted_demo_runs_a_turn():
-    serve, run = [b for b in sh_blocks() if "mol engine scripted" in b][0].strip().splitlines()
+    demo = next(b for b in sh_blocks() if "mol engine scripted" in b)
+    serve, run = demo.strip().splitlines()
     assert serve.endswith("&")
     script = (f"{serve}\nPID=$!\ntrap 'kill $PID' EXIT\n"
-              "for i in $(seq 100); do curl -sf http://127.0.0.1:8300/v1/models >/dev/null "
+              "for i in $(seq 600); do curl -sf http://127.0.0.1:8300/v1/models >/dev/null "
               "&& break; sleep 0.1; done\n" + run + "\n")
     out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)

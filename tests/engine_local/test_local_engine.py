@@ -168,6 +168,15 @@ async def test_a_taken_port_is_refused(engine: LocalEngine) -> None:
             pass
 
 
+async def test_a_model_that_does_not_load_is_reported_with_the_log(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_text("not a model")
+    with pytest.raises(LocalEngineError, match="exited with status .* log ends with") as caught:
+        async with LocalEngine(LocalEngineConfig(port=0, model=broken), progress=None):
+            pass
+    assert "broken.gguf" in str(caught.value)
+
+
 async def test_ensure_reuses_an_engine_that_answers(engine: LocalEngine) -> None:
     async with ensure_local_engine(load(EXAMPLES / "local.toml"),
                                    api_base=engine.base_url) as started:

@@ -1,0 +1,52 @@
+"""The composition root: what a runtime start does besides running turns."""
+
+import signal
+import sys
+
+import anyio
+import pytest
+
+from mol.runtime.app import open_runtime
+from mol.sandboxes import docker, owner
+
+from .conftest import toy_plugins
+
+pytestmark = pytest.mark.anyio
+
+ORPHAN_MAKER = """
+import anyio
+from mol.sandboxes.sandbox import Sandbox
+
+async def main():
+    async with Sandbox(session_id="runtime-start-gc") as box:
+        print(box.id, flush=True)
+        await anyio.sleep(600)
+
+anyio.run(main)
+"""
+
+
+async def sandbox_ids() -> set[str]:
+    found = await docker.call(docker.list_containers, owner.LABEL, what="list sandboxes")
+    return {info["Id"] for info in found}
+
+
+@pytest.mark.docker
+async def test_a_runtime_start_removes_sandboxes_of_a_killed_runtime(hcp):
+    process = await anyio.open_process([sys.executable, "-c", ORPHAN_MAKER])
+    try:
+        with anyio.fail_after(90):
+            line = b""
+            async for chunk in process.stdout:
+                line += chunk
+                if line.endswith(b"\n"):
+                    break
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+        await process.aclose()
+    orphan = line.decode().strip()
+    assert orphan in await sandbox_ids()
+    async with open_runtime(hcp, plugins=toy_plugins()):
+        pass  # the start's background collection finishes before the runtime closes
+    assert orphan not in await sandbox_ids()
