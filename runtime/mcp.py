@@ -13,7 +13,6 @@ than a second, which ``mol --help`` and sessions without MCP must not pay.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError, MCPTime
 from mol.runtime.mcp_manager import MCPManager, ServerStatus
 from mol.runtime.mcp_process import LineTooLong, ServerProcess, server_environment
 
-__all__ = ["Connection", "MCPManager", "ServerStatus", "Startup", "run_connection"]
+__all__ = ["Connection", "MCPManager", "ServerStatus", "Startup", "load_sdk", "run_connection"]
 
 logger = logging.getLogger("mol.mcp")
 
@@ -257,28 +256,17 @@ async def run_connection(name: str, config: Any, base_dir: Path, startup: Startu
     teardown runs. The connection lives until it is closed or fails; then its
     server is shut down (stdio: no survivors).
     """
+    await load_sdk()
     conn = Connection(name, config)
     # One scope around the whole connection (not a fail_after around the opening
     # only): the transport's task groups must nest inside it.
-    scope = anyio.CancelScope(deadline=anyio.current_time() + config.startup_timeout_sec)
+    scope = anyio.CancelScope()
     try:
-        with scope:
-            async with AsyncExitStack() as stack:
-                try:
-                    await _open(conn, stack, base_dir)
-                    # Subscribe to changes before listing: nothing falls in between.
-                    tg = await stack.enter_async_context(anyio.create_task_group())
-                    await tg.start(conn.watch_tool_changes, refresh)
-                    await opened(conn)
-                except BaseException as exc:
-                    _startup_failed(conn, startup, exc, timed_out=scope.cancel_called)
-                    raise
-                scope.deadline = math.inf
-                conn.established = True
-                startup.connection = conn
-                startup.done.set()
-                await conn.closed.wait()
-                tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watchdog, conn, startup, scope)
+            with scope:
+                await _serve(conn, startup, base_dir, refresh, opened, scope)
+            tg.cancel_scope.cancel()
     except Exception as exc:  # the failure is in ``startup``; teardown trouble must not spread
         if startup.connection is not None:
             logger.warning("MCP server %r: error while closing: %s", name, _explain(exc))
@@ -288,7 +276,56 @@ async def run_connection(name: str, config: Any, base_dir: Path, startup: Startu
         startup.done.set()
 
 
+async def _watchdog(conn: Connection, startup: Startup, scope: anyio.CancelScope) -> None:
+    """Fail a start at ``startup_timeout_sec`` at once; the teardown follows."""
+    await anyio.sleep(conn.config.startup_timeout_sec)
+    if not startup.done.is_set():
+        _startup_failed(conn, startup, TimeoutError(), timed_out=True)
+        scope.cancel()
+
+
+async def _serve(conn: Connection, startup: Startup, base_dir: Path,
+                 refresh: Callable[[Connection], Awaitable[None]],
+                 opened: Callable[[Connection], Awaitable[None]], scope: anyio.CancelScope) -> None:
+    async with AsyncExitStack() as stack:
+        try:
+            await _open(conn, stack, base_dir)
+            # Subscribe to changes before listing: nothing falls in between.
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            await tg.start(conn.watch_tool_changes, refresh)
+            await opened(conn)
+        except BaseException as exc:
+            _startup_failed(conn, startup, exc, timed_out=scope.cancel_called)
+            raise
+        conn.established = True
+        startup.connection = conn
+        startup.done.set()
+        await conn.closed.wait()
+        tg.cancel_scope.cancel()
+
+
+_sdk_loaded = False
+
+
+async def load_sdk() -> None:
+    """Import the SDK in a worker thread, once: it takes over a second, which must
+    neither block the event loop nor count against a server's startup timeout."""
+    global _sdk_loaded
+    if not _sdk_loaded:
+        await anyio.to_thread.run_sync(_import_sdk)
+        _sdk_loaded = True
+
+
+def _import_sdk() -> None:
+    import httpx2  # noqa: F401
+    import mcp
+    import mcp.client.streamable_http
+    import mcp.shared.message  # noqa: F401
+
+
 def _startup_failed(conn: Connection, startup: Startup, exc: BaseException, timed_out: bool) -> None:
+    if startup.done.is_set():
+        return
     if timed_out:
         reason = (f"no answer to initialize within startup_timeout_sec="
                   f"{conn.config.startup_timeout_sec:g}s")
@@ -337,10 +374,10 @@ async def _stdio_transport(conn: Connection, base_dir: Path) -> AsyncIterator[An
         command = str((base_dir / command).resolve())
     cwd = (base_dir / config.cwd).resolve() if config.cwd else None
     env = server_environment(config.env, config.env_vars)
-    read_send, read_recv = anyio.create_memory_object_stream[Any](0)
-    write_send, write_recv = anyio.create_memory_object_stream[Any](0)
     async with ServerProcess([command, *config.args], env=env, cwd=cwd, label=conn.name) as proc:
         conn.process = proc
+        read_send, read_recv = anyio.create_memory_object_stream[Any](0)
+        write_send, write_recv = anyio.create_memory_object_stream[Any](0)
 
         async def pump_in() -> None:
             async with read_send:

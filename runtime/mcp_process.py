@@ -79,8 +79,13 @@ class ServerProcess:
         self.process = await anyio.open_process(
             self.command, env=self.env, cwd=self.cwd, start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        try:
+            self._tg = anyio.create_task_group()
+            await self._tg.__aenter__()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.shutdown()
+            raise
         self._tg.start_soon(self._read_stderr)
         return self
 

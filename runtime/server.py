@@ -101,12 +101,13 @@ def _lifespan(config: ServerConfig) -> Any:
 
 
 async def health(request: Request) -> Response:
-    """Whether the engine answers (no auth; says nothing secret)."""
+    """Whether the engine and the required MCP servers answer (no auth; names and states
+    only, never error details)."""
     import httpx
 
     runner = getattr(request.app.state, "runner", None)
-    engine = getattr(getattr(runner, "base", None), "engine", None)
-    url = getattr(engine, "api_base", None)
+    base = getattr(runner, "base", None)
+    url = getattr(getattr(base, "engine", None), "api_base", None)
     ok, detail = True, "not an HTTP engine"
     if url:
         try:
@@ -115,8 +116,13 @@ async def health(request: Request) -> Response:
             ok, detail = answer.status_code < 500, f"HTTP {answer.status_code}"
         except httpx.HTTPError as exc:
             ok, detail = False, type(exc).__name__
-    body = {"status": "ok" if ok else "degraded", "engine": {"ok": ok, "detail": detail}}
-    return JSONResponse(body, status_code=200 if ok else 503)
+    servers = [{"name": s.name, "state": s.state, "required": s.required}
+               for toolset in getattr(base, "toolsets", [])
+               for s in (toolset.status() if hasattr(toolset, "status") else [])]
+    healthy = ok and all(s["state"] == "ready" for s in servers if s["required"])
+    body = {"status": "ok" if healthy else "degraded", "engine": {"ok": ok, "detail": detail},
+            "mcp_servers": servers}
+    return JSONResponse(body, status_code=200 if healthy else 503)
 
 
 async def models(request: Request) -> Response:

@@ -26,7 +26,13 @@ from mol.runtime.errors import ConversationError, EngineError, MolError
 from mol.runtime.harness import Harness, TurnResult
 from mol.runtime.server_common import ApiError, engine_error
 from mol.runtime.sessions import SQLiteSessionStore, TurnLog
-from mol.runtime.sessions_marks import Recorder, continues_in_place, fork, mark_of
+from mol.runtime.sessions_marks import (
+    Recorder,
+    abandon_waiting,
+    continues_in_place,
+    fork,
+    mark_of,
+)
 from mol.runtime.tools import Resources
 from mol.runtime.views import Conversation, TurnRecord
 
@@ -208,6 +214,9 @@ class Runner:
                 request.tool_results, on_event=on_event, client_tools=request.client_tools,
                 stream=request.stream)
         assert request.text is not None
+        abandoned = abandon_waiting(conversation)
+        if abandoned is not None and request.persist:
+            await recorder.checkpoint(conversation, abandoned)
         return await harness.turn(request.text, on_event=on_event,
                                   client_tools=request.client_tools, stream=request.stream)
 

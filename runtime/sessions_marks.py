@@ -49,6 +49,29 @@ def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
                         pending=copy.deepcopy(mark["pending"]), turns=turns)
 
 
+UNANSWERED = "[no result: the client went on without returning this tool call's result]"
+
+
+def abandon_waiting(conversation: Conversation) -> TurnRecord | None:
+    """A new user turn while the last turn waits for client tool results: the client went
+    on without them. Answer the open calls with a placeholder (appended, so the view stays
+    a valid transcript and its prefix unchanged) and mark that turn interrupted."""
+    if not conversation.turns or conversation.turns[-1].status != "waiting":
+        return None
+    record = conversation.turns[-1]
+    view = conversation.view(record.adapter)
+    open_calls: list[str] = []
+    for message in view:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            open_calls = [call["id"] for call in message["tool_calls"]]
+        elif message.get("role") == "tool" and message.get("tool_call_id") in open_calls:
+            open_calls.remove(message["tool_call_id"])
+    conversation.commit(record.adapter, [{"role": "tool", "tool_call_id": call_id,
+                                          "content": UNANSWERED} for call_id in open_calls])
+    record.status = "interrupted"
+    return record
+
+
 class Recorder:
     """Persists a conversation at every harness checkpoint, with the turn's log.
 
@@ -65,6 +88,7 @@ class Recorder:
         self.usage: dict[str, int] = {}
         self._turn: int | None = None
         self._saved = 0
+        self._start = 0
         self._last: tuple[Conversation, TurnRecord] | None = None
         self._answer_saved: str | None = None
 
@@ -96,10 +120,11 @@ class Recorder:
                 self.events, self.usage = self.events[self._saved:], _usage(
                     self.events[self._saved:])
             self._turn = record.index
+            self._start = len(conversation.views.get(record.adapter) or [])
         self._saved = len(self.events)
         self._last = (conversation, record)
         stored = record
-        answer = _final_answer(conversation, record)
+        answer = _final_answer(conversation, record, self._start)
         if answer is not None:
             # The loop just committed the final answer; the harness copies it into the
             # record only after this checkpoint, so store it now rather than in a second
@@ -111,12 +136,13 @@ class Recorder:
         self.parent = None  # recorded with the first save
 
 
-def _final_answer(conversation: Conversation, record: TurnRecord) -> str | None:
-    """The answer a running turn's view ends with, before the harness records it."""
+def _final_answer(conversation: Conversation, record: TurnRecord, start: int) -> str | None:
+    """The answer a running turn committed to its view (past ``start``, the view's length
+    when this recorder first saw the turn), before the harness records it."""
     if record.status != "running" or record.answer:
         return None
     view = conversation.views.get(record.adapter) or []
-    last = view[-1] if view else None
+    last = view[-1] if len(view) > start else None
     if last and last.get("role") == "assistant" and not last.get("tool_calls"):
         return last.get("content") or ""
     return None

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from mol.runtime.errors import MCPStartupError
-from mol.runtime.mcp import MCPManager
+from mol.runtime.mcp import MCPManager, load_sdk
 
 from .conftest import alive, group_members, stdio_server, time_server, wait_for
 
@@ -116,6 +116,7 @@ async def test_startup_failures_silent_required_and_optional(make_artifact):
          "fine": stdio_server()},
         adapters={"L1": {"mcp_servers": ["silent", "fine"]}, "L2": {"mcp_servers": ["crashy"]},
                   "L3": {"mcp_servers": ["silent"]}})
+    await load_sdk()  # mol's one-time SDK import is not the server's startup
     started = time.monotonic()
     async with MCPManager(artifact) as mcp:
         assert await mcp.tools("L3") == []

@@ -57,9 +57,9 @@ class Shout:
         register(shout)
 
 
-def write_hcp(tmp_path: Path) -> Path:
+def write_hcp(tmp_path: Path, extra: str = "") -> Path:
     path = tmp_path / "served.toml"
-    path.write_text(HCP.format(store=tmp_path / "sessions.db"))
+    path.write_text(HCP.format(store=tmp_path / "sessions.db") + extra)
     return path
 
 
@@ -74,11 +74,19 @@ class Served:
 
     def __init__(self, url: str, key: str, store: Path, server: Any) -> None:
         self.url, self.key, self.store, self.server = url, key, store, server
+        self._client: Any = None
 
-    def client(self, **kwargs: Any) -> Any:
+    def client(self) -> Any:
+        """The sync openai client (one per server, closed with it)."""
         import openai
 
-        return openai.OpenAI(base_url=self.url, api_key=self.key, max_retries=0, **kwargs)
+        if self._client is None:
+            self._client = openai.OpenAI(base_url=self.url, api_key=self.key, max_retries=0)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
 
     def async_client(self, **kwargs: Any) -> Any:
         import openai
@@ -87,14 +95,14 @@ class Served:
 
 
 @contextmanager
-def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY,
+def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str = "",
               **options: Any) -> Iterator[Served]:
     """Run the app on uvicorn in a thread on loopback until the block ends."""
     import uvicorn
 
     from mol.runtime.server import ServerConfig, create_app
 
-    artifact = load(write_hcp(tmp_path))
+    artifact = load(write_hcp(tmp_path, extra))
     store = tmp_path / "sessions.db"
     plugins = PluginManager(None, builtin=(), extra=[("shout", Shout())])
     config = ServerConfig(artifact=artifact, store_path=str(store),
@@ -106,14 +114,16 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY,
                                            timeout_graceful_shutdown=5))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the server did not start")
         time.sleep(0.02)
+    served = Served(f"http://127.0.0.1:{port}/v1", key or "", store, server)
     try:
-        yield Served(f"http://127.0.0.1:{port}/v1", key or "", store, server)
+        yield served
     finally:
+        served.close()
         server.should_exit = True
         thread.join(timeout=15)
 

@@ -85,3 +85,20 @@ async def test_turns_beyond_the_limit_are_refused_quickly_with_retry_after(tmp_p
     refused = [s for s in statuses if s[0] == 429]
     assert sorted(s[0] for s in statuses) == [200] * 4 + [429] * 16
     assert all(s[1] < 1.0 and s[2] == "1" for s in refused)
+
+
+def test_a_turn_past_the_deadline_is_a_504_and_marked_interrupted(tmp_path):
+    import contextlib
+    import sqlite3
+
+    with ScriptedEngine.serve(SCRIPT) as engine, \
+            serve_app(tmp_path, engine.base_url, deadline=0.5) as served:
+        answer = httpx.post(served.url + "/chat/completions", timeout=30,
+                            headers={"Authorization": f"Bearer {served.key}"},
+                            json={"model": "L3", "messages": [{"role": "user",
+                                                               "content": "hold it"}]})
+        assert answer.status_code == 504
+        assert "exceeded the server's deadline of 0.5 s" in answer.json()["error"]["message"]
+        with contextlib.closing(sqlite3.connect(served.store)) as db:
+            rows = db.execute("SELECT status, user_text FROM turns").fetchall()
+    assert rows == [("interrupted", "hold it")]

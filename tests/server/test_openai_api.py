@@ -174,6 +174,23 @@ def test_chat_client_tool_round_trip_lands_on_the_issuing_adapter(served):
     assert last[-1] == {"role": "tool", "tool_call_id": call.id, "content": "sunny, 24 C"}
 
 
+def test_a_new_user_turn_instead_of_tool_results_closes_the_open_calls(served):
+    client = served.client()
+    messages = [{"role": "user", "content": "weather or not?"}]
+    first = client.chat.completions.create(model="mol", messages=messages, tools=[WEATHER_TOOL])
+    call = first.choices[0].message.tool_calls[0]
+    messages += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "user", "content": "never mind, be loud"}]
+    second = client.chat.completions.create(model="mol", messages=messages, tools=[WEATHER_TOOL])
+    assert second.choices[0].message.content == "I shouted."
+    sent = next(r["body"]["messages"] for r in served.engine.requests_for("L1")
+                if r["body"]["messages"][-1]["content"] == "never mind, be loud")
+    at = next(i for i, m in enumerate(sent) if m.get("tool_calls") and
+              m["tool_calls"][0]["id"] == call.id)
+    assert sent[at + 1]["tool_call_id"] == call.id
+    assert sent[at + 1]["content"].startswith("[no result: the client went on")
+
+
 @pytest.mark.anyio
 async def test_chat_streamed_tool_call_and_unknown_call_id(served):
     async with served.async_client() as client:
