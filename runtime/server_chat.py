@@ -217,23 +217,26 @@ class Reply:
     async def chunks(self, first: tuple[str, Any], rest: AsyncIterator,
                      usage_too: bool) -> AsyncIterator[bytes]:
         """The streamed reply: role, content deltas as they come, tool calls, finish, usage."""
-        yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
-        item: tuple[str, Any] | None = first
-        while item is not None:
-            kind, value = item
-            if kind == "delta":
-                self.sent.append(value)
-                yield self._chunk({"content": value}, usage_too=usage_too)
-            elif kind == "error":
-                yield sse(value.body())
-                break
-            else:
-                for piece in await self._final(kind, value, usage_too):
-                    yield piece
-                break
-            item = await anext(rest, None)
-        await rest.aclose()
-        yield sse("[DONE]")
+        try:
+            yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
+            item: tuple[str, Any] | None = first
+            while item is not None:
+                kind, value = item
+                if kind == "delta":
+                    self.sent.append(value)
+                    yield self._chunk({"content": value}, usage_too=usage_too)
+                elif kind == "error":
+                    yield sse(value.body())
+                    break
+                else:
+                    for piece in await self._final(kind, value, usage_too):
+                        yield piece
+                    break
+                item = await anext(rest, None)
+            yield sse("[DONE]")
+        finally:
+            # Also when the client went away mid-stream; the turn itself goes on.
+            self.job.receive.close()
 
     async def _final(self, kind: str, value: Any, usage_too: bool) -> list[bytes]:
         pieces = []

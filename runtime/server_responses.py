@@ -189,6 +189,14 @@ class ResponseReply(Reply):
 
     async def events(self, first: tuple[str, Any], rest: AsyncIterator) -> AsyncIterator[bytes]:
         """``response.created`` .. ``response.completed`` as the turn produces them."""
+        try:
+            async for piece in self._events(first, rest):
+                yield piece
+        finally:
+            self.job.receive.close()  # also when the client went away mid-stream
+
+    async def _events(self, first: tuple[str, Any],
+                      rest: AsyncIterator) -> AsyncIterator[bytes]:
         yield self.event("response.created", response=self.obj("in_progress", []))
         yield self.event("response.in_progress", response=self.obj("in_progress", []))
         text: list[str] = []
@@ -215,7 +223,6 @@ class ResponseReply(Reply):
                 yield self.event("response.completed", response=final)
                 break
             item = await anext(rest, None)
-        await rest.aclose()
 
     def _open_message(self) -> list[bytes]:
         part = {"type": "output_text", "text": "", "annotations": []}
