@@ -45,6 +45,12 @@ times = -1
 reply = "summary"
 [[L0]]
 constrained = false
+when = "^be patient"
+delay = 1
+times = -1
+reply = "Thanks for waiting."
+[[L0]]
+constrained = false
 when = "first|second|third|fourth|slow summary"
 times = -1
 reply = "Noted, friend."
@@ -350,3 +356,21 @@ async def test_a_follow_up_waits_for_the_summary_of_the_turn_before(served):
             if "second quick" in b["messages"][-1]["content"])
     assert [m["content"] for m in sent if m["role"] == "user"] == [
         "slow summary then first", "the second quick turn"]
+
+
+def test_a_client_that_hangs_up_does_not_stop_the_turn(served):
+    body = {"model": "mol", "stream": True,
+            "messages": [{"role": "user", "content": "be patient with me"}]}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(served.url + "/chat/completions", json=body, timeout=0.3,
+                   headers={"Authorization": f"Bearer {served.key}"})
+
+    def status() -> list[tuple[str, str]]:
+        with contextlib.closing(sqlite3.connect(served.store)) as db:
+            return db.execute("SELECT status, answer FROM turns WHERE user_text = "
+                              "'be patient with me'").fetchall()
+
+    deadline = time.monotonic() + 20
+    while status() != [("complete", "Thanks for waiting.")]:
+        assert time.monotonic() < deadline, status()
+        time.sleep(0.05)
