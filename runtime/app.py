@@ -1,13 +1,16 @@
 """The composition root: everything a conversation needs, opened and closed together.
 
-``open_runtime`` loads the plugins, starts what the artifact declares (MCP
-servers, the local engine when asked for), and yields a ready ``Harness``.
+``open_runtime`` removes sandboxes orphaned by dead runtimes (in the
+background), starts the embedded engine when the artifact asks for it and
+none answers, loads the plugins, starts the MCP servers the artifact declares
+(in the background), and yields a ready ``Harness``.
 Everything it starts is owned by its ``async with`` and ends with it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -54,6 +57,13 @@ async def open_runtime(
             from mol.plugins.manager import PluginManager
 
             plugins = PluginManager(artifact.doc.plugins.load)
+        if engine is None and artifact.doc.engine.kind == "local":
+            from mol.runtime.local_engine import ensure_local_engine
+
+            # Start the embedded engine on demand (and stop it with the runtime) when
+            # nothing answers at the artifact's address yet.
+            await stack.enter_async_context(ensure_local_engine(
+                artifact, api_base=engine_url or os.environ.get("MOL_ENGINE_URL")))
         toolsets = []
         if any(server.enabled for server in artifact.doc.mcp_servers.values()):
             from mol.runtime.mcp_manager import MCPManager

@@ -103,3 +103,29 @@ async def test_nothing_listening_is_a_connection_error(tmp_path):
     async with Harness(artifact, engine_url="http://127.0.0.1:9/v1", plugins=toy_plugins()) as h:
         with pytest.raises(EngineConnectionError, match="hosted_vllm/L0"):
             await h.turn("hello")
+
+
+@pytest.mark.parametrize("limit, stopped, note", [
+    ("max_steps = 2", "max_steps", "stopped after 2 steps"),
+    ("max_turn_tokens = 50", "token_budget", "budget of 50 tokens"),
+])
+async def test_a_looping_model_is_stopped_with_the_view_consistent(tmp_path, limit, stopped,
+                                                                   note):
+    write_hcp(tmp_path)
+    path = tmp_path / "test.toml"
+    path.write_text(path.read_text().replace('tools.deny = ["secret"]\n',
+                                             f'tools.deny = ["secret"]\n{limit}\n'))
+    from mol.hcp.loader import load
+
+    script = ROUTE + ('[[L2]]\ntimes = -1\nusage = { prompt_tokens = 40, completion_tokens = 5 }\n'
+                      'tool_calls = [{ name = "echo", arguments = { text = "again" } }]\n'
+                      + SUMMARY)
+    async with ScriptedEngine.serve(script) as engine, harness(load(path), engine) as h:
+        result = await h.turn("loop forever")
+    assert result.stopped == stopped and note in result.answer
+    view = h.conversation.view("L2")
+    assert view[-1]["role"] == "tool"  # every call has its result
+    calls = [m for m in view if m.get("tool_calls")]
+    assert len(calls) == len([m for m in view if m["role"] == "tool"])
+    # two steps: 2 = max_steps, and 2 x 45 tokens passes the 50-token budget
+    assert len(engine.requests_for("L2")) == 2
