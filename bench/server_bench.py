@@ -6,7 +6,9 @@ the moment the client has the answer: the server replies at the harness's ``Answ
 event (the summary hop finishes behind the reply), so the in-process side is timed to that
 event too. The server side adds HTTP, JSON, the runner and a SQLite checkpoint (WAL,
 synchronous=FULL) at every consistent point. Rounds alternate so machine noise hits both
-alike. Prints medians and the ratio, then one JSON line.
+alike, with a short untimed pause after each turn so the served turn's summary hop,
+which finishes behind the reply, does not overlap the next request. Prints medians and
+the ratio, then one JSON line.
 
     python bench/server_bench.py [--rounds 40]
 """
@@ -56,6 +58,7 @@ store = "sqlite:///{store}"
 """
 
 KEY = "bench-key"
+SETTLE_SEC = 0.2
 
 
 def _port() -> int:
@@ -155,6 +158,10 @@ async def main(rounds: int) -> dict:
                 order = (served_turn, local_turn) if index % 2 == 0 else (local_turn, served_turn)
                 for run in order:
                     (served if run is served_turn else local).append(await run())
+                    # Let the served turn's summary hop (which runs after the reply) and
+                    # litellm's logging callbacks finish, so each request meets an idle
+                    # server, as the in-process side does. Not timed.
+                    await anyio.sleep(SETTLE_SEC)
         finally:
             await client.close()
             proc.terminate()
