@@ -62,6 +62,20 @@ class TextDelta(Event):
 
 
 @dataclass(frozen=True)
+class ToolCallDelta(Event):
+    """A fragment of a call to a client-provided tool as the adapter produces it (streaming
+    only). ``call_id`` and ``name`` come with the first fragment of each call."""
+
+    adapter: str
+    index: int
+    """Position among this reply's client tool calls."""
+    call_id: str | None
+    name: str | None
+    arguments: str
+    type: str = _kind("tool_call_delta")
+
+
+@dataclass(frozen=True)
 class ToolCalled(Event):
     """The adapter asked for a tool."""
 

@@ -88,10 +88,13 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         budget = env.config.max_turn_tokens
         if budget is not None and outcome.tokens >= budget:
             return await _stop(env, pending, outcome, "token_budget")
-        completion = await _ask(env, view + pending, specs, params)
+        completion, streamed_ids = await _ask(env, view + pending, specs, params)
         steps += 1
         outcome.tokens += completion.usage.prompt_tokens + completion.usage.completion_tokens
-        calls = [(new_call_id(env.adapter), call) for call in completion.tool_calls]
+        # Calls come sorted by stream index; keep the ids already streamed to the client.
+        given = [streamed_ids[index] for index in sorted(streamed_ids)]
+        calls = [(given[k] if k < len(given) else new_call_id(env.adapter), call)
+                 for k, call in enumerate(completion.tool_calls)]
         message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
         if not calls:
             message["content"] = completion.content
@@ -131,17 +134,34 @@ async def _stop(env: LoopEnv, pending: list[dict[str, Any]], outcome: LoopOutcom
 
 
 async def _ask(env: LoopEnv, messages: list[dict[str, Any]], specs: list[dict[str, Any]],
-               params: dict[str, Any]) -> Completion:
+               params: dict[str, Any]) -> tuple[Completion, dict[int, str]]:
+    """One model call; returns the completion and the mol ids already given (while
+    streaming) to the calls at those indices."""
+    ids: dict[int, str] = {}
+    client_index: dict[int, int] = {}
+
     async def on_delta(delta: Delta) -> None:
         if delta.text:
             await env.emit(ev.TextDelta(env.adapter, delta.text))
+        if delta.tool_index is None:
+            return
+        first = delta.tool_index not in ids
+        if first:
+            ids[delta.tool_index] = new_call_id(env.adapter)
+            if delta.tool_name in env.client_tools and delta.tool_name not in env.tools:
+                client_index[delta.tool_index] = len(client_index)
+        if delta.tool_index in client_index:  # the client will run it: stream it as it comes
+            await env.emit(ev.ToolCallDelta(
+                env.adapter, client_index[delta.tool_index],
+                ids[delta.tool_index] if first else None, delta.tool_name if first else None,
+                delta.tool_arguments))
 
     completion = await env.engine.complete(
         env.adapter, messages, tools=specs or None, params=params,
         on_delta=on_delta if env.stream else None)
     await env.emit(ev.ModelCalled(env.adapter, "answer", completion.usage.to_dict(),
                                   round(completion.duration, 6)))
-    return completion
+    return completion, ids
 
 
 async def _execute_all(env: LoopEnv, calls: list[tuple[str, ToolCall]],

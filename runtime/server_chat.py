@@ -155,9 +155,11 @@ class Reply:
         self.created = int(time.time())
         self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
         self.sent: list[str] = []
+        self.streamed_calls: set[int] = set()
 
     async def items(self) -> AsyncIterator[tuple[str, Any]]:
-        """``delta`` texts, then one of ``answer`` (text, stopped), ``calls`` or ``error``."""
+        """``delta`` texts and ``call_delta`` fragments (streaming), then one of ``answer``
+        (text, stopped), ``calls`` or ``error``."""
         async for kind, value in self.job.outcomes():
             if kind == "error":
                 yield "error", value
@@ -173,6 +175,8 @@ class Reply:
                     self.usage[key] += value.usage.get(key) or 0
             elif isinstance(value, ev.TextDelta) and self.job.request.stream:
                 yield "delta", value.text
+            elif isinstance(value, ev.ToolCallDelta) and self.job.request.stream:
+                yield "call_delta", value
             elif isinstance(value, ev.Answered):
                 yield "answer", (value.text, value.stopped)
                 return
@@ -225,6 +229,10 @@ class Reply:
                 if kind == "delta":
                     self.sent.append(value)
                     yield self._chunk({"content": value}, usage_too=usage_too)
+                elif kind == "call_delta":
+                    self.streamed_calls.add(value.index)
+                    yield self._chunk({"tool_calls": [_call_fragment(value)]},
+                                      usage_too=usage_too)
                 elif kind == "error":
                     yield sse(value.body())
                     break
@@ -242,8 +250,11 @@ class Reply:
         pieces = []
         content = "".join(self.sent) or None
         if kind == "calls":
-            calls = [{"index": i, **call} for i, call in enumerate(value)]
-            pieces.append(self._chunk({"tool_calls": calls}, usage_too=usage_too))
+            # Calls already streamed fragment by fragment are not sent again.
+            calls = [{"index": i, **call} for i, call in enumerate(value)
+                     if i not in self.streamed_calls]
+            if calls:
+                pieces.append(self._chunk({"tool_calls": calls}, usage_too=usage_too))
             finish = "tool_calls"
             await self.finish({"role": "assistant", "content": content, "tool_calls": value})
         else:
@@ -258,3 +269,15 @@ class Reply:
                                "created": self.created, "model": self.model, "choices": [],
                                "usage": self._usage()}))
         return pieces
+
+
+def _call_fragment(delta: ev.ToolCallDelta) -> dict[str, Any]:
+    """A ``delta.tool_calls`` entry: id, type and name with a call's first fragment only."""
+    fragment: dict[str, Any] = {"index": delta.index}
+    if delta.call_id is not None:
+        fragment.update(id=delta.call_id, type="function")
+    function: dict[str, Any] = {"arguments": delta.arguments}
+    if delta.name is not None:
+        function["name"] = delta.name
+    fragment["function"] = function
+    return fragment

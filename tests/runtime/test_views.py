@@ -202,3 +202,39 @@ reply = "Once upon a time, there was a prefix cache that always hit."
     assert result.answer == "Once upon a time, there was a prefix cache that always hit."
     assert bodies(engine, "L0")[1]["stream"] is True
     assert result.usage["prompt_tokens"] > 0
+
+
+async def test_streamed_client_tool_calls_keep_their_ids_through_the_round_trip(hcp):
+    client_tool = {"type": "function", "function": {
+        "name": "get_location", "description": "The user's location.",
+        "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}}}}
+    script = """
+[[L0]]
+constrained = true
+reply = "L1"
+[[L1]]
+tool_calls = [{ name = "echo", arguments = { text = "server side" } }, { name = "get_location", arguments = { precise = true } }]
+[[L1]]
+when = "Lisbon"
+reply = "You are in Lisbon."
+""" + SUMMARY
+    fragments = []
+
+    def on_event(event):
+        if event.type == "tool_call_delta":
+            fragments.append(event)
+
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        first = await h.turn("where am I?", client_tools=[client_tool], on_event=on_event,
+                             stream=True)
+        [call] = first.client_calls
+        # Only the client's call streams, as index 0 of the client's calls, id and name once.
+        assert {f.index for f in fragments} == {0}
+        assert fragments[0].call_id == call["id"] and fragments[0].name == "get_location"
+        assert all(f.call_id is None for f in fragments[1:])
+        assert json.loads("".join(f.arguments for f in fragments)) == {"precise": True}
+        second = await h.submit_tool_results({call["id"]: "Lisbon"}, stream=True)
+    assert second.answer == "You are in Lisbon."
+    sent = bodies(engine, "L1")[1]["messages"]
+    assert [m.get("tool_call_id") for m in sent[-2:]] == [sent[-3]["tool_calls"][0]["id"],
+                                                          call["id"]]

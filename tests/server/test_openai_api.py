@@ -210,6 +210,10 @@ async def test_chat_streamed_tool_call_and_unknown_call_id(served):
                 {"role": "tool", "tool_call_id": "call_abc", "content": "y"}])
     calls = [t for c in chunks for t in (c.choices[0].delta.tool_calls or [])]
     assert calls[0].id.startswith("call_L1_") and calls[0].function.name == "get_weather"
+    # Fragments as the adapter produced them: the id and name once, the arguments in pieces.
+    assert len(calls) > 1 and all(c.id is None and c.index == 0 for c in calls[1:])
+    arguments = "".join(c.function.arguments or "" for c in calls)
+    assert json.loads(arguments) == {"city": "Paris"}
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     assert caught.value.body["param"] == "messages[1].tool_call_id"
 
