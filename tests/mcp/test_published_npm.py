@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mol.hcp.loader import load
@@ -73,7 +74,7 @@ async def test_older_era_server_tools_resources_and_prompts(everything, tmp_path
         assert bad.is_error
         assert await mcp.resources() and await mcp.prompts()
         pid = status.pid
-    assert not Path(f"/proc/{pid}").exists()  # no survivor after the session
+    assert not await anyio.Path(f"/proc/{pid}").exists()  # no survivor after the session
 
 
 async def test_a_turn_where_l1_calls_the_published_server(everything, tmp_path):
