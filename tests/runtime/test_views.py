@@ -238,3 +238,59 @@ reply = "You are in Lisbon."
     sent = bodies(engine, "L1")[1]["messages"]
     assert [m.get("tool_call_id") for m in sent[-2:]] == [sent[-3]["tool_calls"][0]["id"],
                                                           call["id"]]
+
+
+class Nap:
+    """A plugin whose tool waits, to show that one reply's calls run at the same time."""
+
+    from mol.plugins import hookimpl
+
+    @hookimpl
+    def mol_register_tools(self, register):
+        import anyio
+
+        async def nap(seconds: float) -> str:
+            """Wait a while."""
+            await anyio.sleep(seconds)
+            return f"slept {seconds}"
+
+        register(nap)
+
+
+async def test_parallel_tool_calls_run_concurrently_and_keep_their_order(tmp_path):
+    import time
+
+    from .conftest import toy_plugins, write_hcp
+
+    write_hcp(tmp_path)
+    path = tmp_path / "test.toml"
+    path.write_text(path.read_text().replace('tools.allow = ["echo", "add", "secret", "fail"]',
+                                             'tools.allow = ["echo", "add", "nap"]'))
+    from mol.hcp.loader import load
+
+    artifact = load(path)
+    nap = '{{ name = "nap", arguments = {{ seconds = {} }} }}'
+    calls = ", ".join(nap.format(s) for s in (1.0, 0.5, 1.0))
+    script = f"""
+[[L0]]
+constrained = true
+times = 2
+reply = "L2"
+[[L2]]
+when = "warm"
+reply = "warm"
+[[L2]]
+tool_calls = [{calls}]
+[[L2]]
+reply = "rested"
+""" + SUMMARY
+    async with ScriptedEngine.serve(script) as engine, harness(
+            artifact, engine, plugins=toy_plugins(("nap", Nap()))) as h:
+        await h.turn("warm up")  # litellm's first call pays its import
+        started = time.monotonic()
+        result = await h.turn("rest")
+        elapsed = time.monotonic() - started
+    assert result.answer == "rested"
+    assert elapsed < 2.4  # sequential would take 2.5 s of naps alone
+    results = bodies(engine, "L2")[-1]["messages"][-3:]  # the request after the naps
+    assert [m["content"] for m in results] == ["slept 1.0", "slept 0.5", "slept 1.0"]
