@@ -49,7 +49,35 @@ async def open_runtime(
     plugins: Any = None,
     engine: Any = None,
 ) -> AsyncIterator[Harness]:
-    """A ready harness for ``artifact``; closes every resource it opened on exit."""
+    """A ready harness for ``artifact``; closes every resource it opened on exit.
+
+    What the caller's block raises comes out as raised, not wrapped in the
+    exception groups of the background task groups.
+    """
+    try:
+        async with _opened(artifact, engine_url, conversation, approve, checkpoint, plugins,
+                           engine) as harness:
+            yield harness
+    except BaseExceptionGroup as group:
+        leaf = _sole_leaf(group)
+        if leaf is None:
+            raise
+        leaf.__suppress_context__ = True  # the group is ours, not the caller's concern
+        raise leaf  # noqa: B904 - keeps the leaf's own cause
+
+
+def _sole_leaf(group: BaseExceptionGroup) -> BaseException | None:
+    """The one exception inside nested groups, or None when there are several."""
+    inner = group.exceptions
+    if len(inner) != 1:
+        return None
+    return _sole_leaf(inner[0]) if isinstance(inner[0], BaseExceptionGroup) else inner[0]
+
+
+@asynccontextmanager
+async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
+                  approve: Any, checkpoint: Any, plugins: Any,
+                  engine: Any) -> AsyncIterator[Harness]:
     async with AsyncExitStack() as stack:
         background = await stack.enter_async_context(anyio.create_task_group())
         background.start_soon(_collect_orphan_sandboxes)

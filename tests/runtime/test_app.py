@@ -50,3 +50,15 @@ async def test_a_runtime_start_removes_sandboxes_of_a_killed_runtime(hcp):
     async with open_runtime(hcp, plugins=toy_plugins()):
         pass  # the start's background collection finishes before the runtime closes
     assert orphan not in await sandbox_ids()
+
+
+async def test_errors_of_the_callers_block_come_out_unwrapped(hcp):
+    from mol.runtime.errors import EngineTimeout
+
+    with pytest.raises(EngineTimeout, match="too slow") as info:
+        async with open_runtime(hcp, plugins=toy_plugins()):
+            try:
+                raise TimeoutError("the cause")
+            except TimeoutError as cause:
+                raise EngineTimeout("too slow") from cause
+    assert isinstance(info.value.__cause__, TimeoutError)
