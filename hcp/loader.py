@@ -108,25 +108,25 @@ def load_dict(
     """Validate an already-parsed document (as from TOML) against the schema and its files."""
     raw = migrate(raw, file=file)
     lines = key_lines(source) if source else {}
-    issues: list[Issue] = []
+    problems: list[tuple] = []  # (loc, message[, hint]), located and rendered together below
     doc: HCP | None = None
     skills = None
     try:
         doc = HCP.model_validate(raw)
     except ValidationError as exc:
-        issues += [_issue_from_pydantic(error, file, lines) for error in exc.errors()]
+        problems += [_pydantic_problem(error) for error in exc.errors()]
     except (TypeError, ValueError) as exc:  # a value pydantic cannot even inspect
-        issues.append(Issue(f"invalid document: {exc}", file=file))
+        problems.append(((), f"invalid document: {exc}"))
     if doc is not None:
-        issues += [_locate(i, lines) for i in _cross_references(doc, file)]
+        problems += _cross_references(doc)
         from mol.skills.catalog import for_artifact  # parses YAML: only when loading
 
         skills = for_artifact(doc, base_dir)
-        issues += [_locate(Issue(msg, file=file, path=format_path(loc), hint=hint), lines, loc)
-                   for loc, msg, hint in skills.problems]
+        problems += skills.problems
     found = hcp_files.collect(raw, base_dir)
-    issues += [_locate(Issue(msg, file=file, path=format_path(loc)), lines, loc)
-               for loc, msg in found.problems]
+    problems += found.problems
+    issues = [Issue(message, file=file, line=line_of(lines, loc), path=format_path(loc),
+                    hint=hint[0] if hint else None) for loc, message, *hint in problems]
     if issues or doc is None or skills is None:
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
     digest = digest_value(_digest_form(doc, found.digests, skills.digests))
@@ -149,38 +149,19 @@ def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | Non
     return form
 
 
-def _cross_references(doc: HCP, file: str | None) -> list[Issue]:
-    issues = []
+def _cross_references(doc: HCP) -> list[tuple]:
+    problems: list[tuple] = []
     if doc.router.fallback not in doc.router.labels:
-        issues.append(Issue(f"{doc.router.fallback!r} is not one of router.labels "
-                            f"{doc.router.labels}", file=file, path="router.fallback"))
+        problems.append((("router", "fallback"), f"{doc.router.fallback!r} is not one of "
+                         f"router.labels {doc.router.labels}"))
     for name in ADAPTERS:
         for index, server in enumerate(doc.adapter(name).mcp_servers):
             if server not in doc.mcp_servers:
-                issues.append(Issue(
+                problems.append((
+                    ("adapters", name, "mcp_servers", index),
                     f"names MCP server {server!r}, which is not declared under [mcp_servers]",
-                    file=file, path=f"adapters.{name}.mcp_servers[{index}]",
-                    hint=_suggest(server, list(doc.mcp_servers))))
-    return issues
-
-
-def _locate(issue: Issue, lines: dict, loc: tuple | None = None) -> Issue:
-    if issue.line is not None or not lines:
-        return issue
-    if loc is None:
-        loc = _parse_path(issue.path)
-    line = line_of(lines, loc)
-    return Issue(issue.message, issue.file, line, issue.path, issue.hint)
-
-
-def _parse_path(path: str) -> tuple:
-    parts: list[Any] = []
-    for chunk in path.split("."):
-        name, *indices = chunk.split("[")
-        if name:
-            parts.append(name)
-        parts += [int(i.rstrip("]")) for i in indices if i.rstrip("]").isdigit()]
-    return tuple(parts)
+                    _suggest(server, list(doc.mcp_servers))))
+    return problems
 
 
 def _clean_loc(loc: tuple) -> tuple:
@@ -193,7 +174,8 @@ def _clean_loc(loc: tuple) -> tuple:
     return tuple(out)
 
 
-def _issue_from_pydantic(error: dict, file: str | None, lines: dict) -> Issue:
+def _pydantic_problem(error: dict) -> tuple:
+    """``(loc, message, hint)`` for one pydantic error, in words for people."""
     loc = _clean_loc(tuple(error["loc"]))
     kind = error["type"]
     hint = None
@@ -211,7 +193,7 @@ def _issue_from_pydantic(error: dict, file: str | None, lines: dict) -> Issue:
             message += f", got {shown[:60] + '...' if len(shown) > 60 else shown}"
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
-    return Issue(message, file=file, line=line_of(lines, loc), path=format_path(loc), hint=hint)
+    return loc, message, hint
 
 
 def _suggest(word: str, options: list[str]) -> str | None:
