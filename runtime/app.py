@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from mol.hcp.loader import Artifact
+from mol.runtime.errors import exception_leaves
 from mol.runtime.harness import Harness
 from mol.runtime.views import Conversation
 
@@ -59,19 +60,12 @@ async def open_runtime(
                            engine) as harness:
             yield harness
     except BaseExceptionGroup as group:
-        leaf = _sole_leaf(group)
-        if leaf is None:
+        leaves = exception_leaves(group)
+        if len(leaves) != 1:
             raise
+        leaf = leaves[0]
         leaf.__suppress_context__ = True  # the group is ours, not the caller's concern
         raise leaf  # noqa: B904 - keeps the leaf's own cause
-
-
-def _sole_leaf(group: BaseExceptionGroup) -> BaseException | None:
-    """The one exception inside nested groups, or None when there are several."""
-    inner = group.exceptions
-    if len(inner) != 1:
-        return None
-    return _sole_leaf(inner[0]) if isinstance(inner[0], BaseExceptionGroup) else inner[0]
 
 
 @asynccontextmanager

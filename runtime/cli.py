@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from mol.runtime import __version__
-from mol.runtime.errors import MolError
+from mol.runtime.errors import MolError, exception_leaves
 
 
 class Command(NamedTuple):
@@ -116,16 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     """The error to report from a task group: a MolError if any, else the first one."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
+    leaves = exception_leaves(group)
     return next((e for e in leaves if isinstance(e, MolError)), leaves[0])
 
 

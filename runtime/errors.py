@@ -42,6 +42,14 @@ key, plugin or argument at fault.
 from __future__ import annotations
 
 
+def exception_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups, in order; ``[exc]`` itself
+    when it is not a group. Task groups wrap what their tasks raise; callers report leaves."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in exception_leaves(inner)]
+
+
 class MolError(Exception):
     """Base class of every error mol raises on purpose."""
 

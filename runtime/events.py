@@ -149,4 +149,10 @@ class Failed(Event):
     type: str = _kind("error")
 
 
+def add_usage(total: dict[str, int], usage: dict[str, Any]) -> None:
+    """Add a ``ModelCalled`` event's prompt and completion tokens to ``total``."""
+    for key in ("prompt_tokens", "completion_tokens"):
+        total[key] = total.get(key, 0) + (usage.get(key) or 0)
+
+
 OnEvent = Callable[[Event], Awaitable[None] | None]

@@ -24,6 +24,7 @@ from mol.runtime import events as ev
 from mol.runtime import loop
 from mol.runtime.engine import Engine, LiteLLMEngine
 from mol.runtime.errors import ConversationError, EngineError
+from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
 from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
 from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, quote_untrusted
@@ -286,12 +287,9 @@ class Harness:
         async def emit(event: ev.Event) -> None:
             result.events.append(event)
             if isinstance(event, ev.ModelCalled):
-                for key in ("prompt_tokens", "completion_tokens"):
-                    result.usage[key] = result.usage.get(key, 0) + (event.usage.get(key) or 0)
+                ev.add_usage(result.usage, event.usage)
             if on_event is not None:
-                value = on_event(event)
-                if value is not None:
-                    await value
+                await maybe_await(on_event(event))
 
         return emit
 

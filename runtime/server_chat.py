@@ -171,8 +171,7 @@ class Reply:
                     yield "answer", (value.answer, value.stopped)
                 return
             if isinstance(value, ev.ModelCalled):
-                for key in self.usage:
-                    self.usage[key] += value.usage.get(key) or 0
+                ev.add_usage(self.usage, value.usage)
             elif isinstance(value, ev.TextDelta) and self.job.request.stream:
                 yield "delta", value.text
             elif isinstance(value, ev.ToolCallDelta) and self.job.request.stream:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from mol.runtime import events as ev
+from mol.runtime.hooks import maybe_await
 from mol.runtime.sessions import SessionStore, TurnLog
 from mol.runtime.views import Conversation, TurnRecord
 
@@ -99,16 +100,14 @@ class Recorder:
             if not isinstance(event, ev.TextDelta):
                 self.events.append(event.to_dict())
             if isinstance(event, ev.ModelCalled):
-                _add_usage(self.usage, event.usage)
+                ev.add_usage(self.usage, event.usage)
             if (isinstance(event, ev.Answered) and self._last is not None
                     and self._answer_saved != event.text):
                 # The harness sets the turn's answer just before this event and checkpoints
                 # again only after the summary hop: keep the answer if the process dies there.
                 await self.checkpoint(*self._last)
             if on_event is not None:
-                value = on_event(event)
-                if value is not None:
-                    await value
+                await maybe_await(on_event(event))
 
         return callback
 
@@ -148,14 +147,10 @@ def _final_answer(conversation: Conversation, record: TurnRecord, start: int) ->
     return None
 
 
-def _add_usage(total: dict[str, int], usage: dict[str, Any]) -> None:
-    for key in ("prompt_tokens", "completion_tokens"):
-        total[key] = total.get(key, 0) + (usage.get(key) or 0)
-
 
 def _usage(events: list[dict[str, Any]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for event in events:
         if event["type"] == "model_call":
-            _add_usage(total, event["usage"])
+            ev.add_usage(total, event["usage"])
     return total
