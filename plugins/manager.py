@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -106,8 +106,7 @@ class PluginManager:
                 raise ToolError(f"register() takes a Tool or a function, not {type(tool).__name__}")
             tool = function_tool(tool, name=name, source=f"plugin:{owner}")
         elif name:
-            tool = Tool(name, tool.description, tool.parameters, tool.call, tool.source,
-                        tool.validate)
+            tool = replace(tool, name=name)
         if tool.name in self.tools:
             raise ToolError(f"tool {tool.name!r} is registered by both plugin "
                             f"{self._owner[tool.name]!r} and plugin {owner!r}")

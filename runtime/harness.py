@@ -107,8 +107,11 @@ class Harness:
 
     async def tools_for(self, adapter: str) -> dict[str, Tool]:
         """The tools ``adapter`` may see and call, by its policy."""
+        return self._by_policy(adapter, await self.all_tools(adapter))
+
+    def _by_policy(self, adapter: str, tools: dict[str, Tool]) -> dict[str, Tool]:
         config = self.artifact.doc.adapter(adapter)
-        return {n: t for n, t in (await self.all_tools(adapter)).items() if visible(n, config)}
+        return {name: tool for name, tool in tools.items() if visible(name, config)}
 
     def system_prompt(self, adapter: str, tools: dict[str, Tool]) -> str:
         """The adapter's system prompt: its prompt, tool list and skill catalog, in a stable
@@ -265,7 +268,7 @@ class Harness:
                    record: TurnRecord) -> loop.LoopEnv:
         all_tools = await self.all_tools(adapter)
         config = self.artifact.doc.adapter(adapter)
-        tools = {n: t for n, t in all_tools.items() if visible(n, config)}
+        tools = self._by_policy(adapter, all_tools)
         opened = {"done": False}
 
         async def commit(messages: list[dict[str, Any]]) -> None:
