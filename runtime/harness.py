@@ -211,7 +211,8 @@ class Harness:
         self.conversation.turns.append(record)
         await self._checkpoint(record)
         env = await self._env(adapter, client_tools, emit, stream, record)
-        opening = self.conversation.begin(adapter, self.system_prompt(adapter, env.tools), text)
+        opening = self.conversation.begin(
+            adapter, lambda: self.system_prompt(adapter, env.tools), text)
         return await self._run(env, record, result, opening)
 
     async def submit_tool_results(self, results: dict[str, str], *,

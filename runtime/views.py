@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,12 +77,14 @@ class Conversation:
         """The adapter's messages (empty until its first turn)."""
         return self.views.setdefault(adapter, [])
 
-    def begin(self, adapter: str, system_prompt: str, user_text: str) -> list[dict[str, Any]]:
-        """Messages that open a turn on ``adapter``: the system prompt on its first turn, the
-        pending summaries as one context message, then the user's message."""
+    def begin(self, adapter: str, system_prompt: Callable[[], str],
+              user_text: str) -> list[dict[str, Any]]:
+        """Messages that open a turn on ``adapter``: the system prompt on its first turn (only
+        then is ``system_prompt()`` called), the pending summaries as one context message,
+        then the user's message."""
         opening: list[dict[str, Any]] = []
         if not self.view(adapter):
-            opening.append({"role": "system", "content": system_prompt})
+            opening.append({"role": "system", "content": system_prompt()})
         summaries = self.pending.get(adapter) or []
         if summaries:
             body = "\n".join(f"- {s}" for s in summaries)
