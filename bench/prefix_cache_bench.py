@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import httpx
 
-from mol.runtime.local_engine import LocalEngine, LocalEngineConfig
+from mol.runtime.llamacpp.supervisor import LocalEngine, LocalEngineConfig
 
 PROMPTS = Path(__file__).resolve().parent.parent / "hcp" / "examples" / "prompts"
 SYSTEM = {"L0": "chat.md", "L1": "agent.md", "L2": "coding.md", "L3": "genui.md"}

@@ -1,33 +1,11 @@
-"""One problem found in an HCP artifact, located as precisely as mol can."""
+"""One problem found in an HCP artifact (``Issue``, defined with the error tree in
+``mol.runtime.errors``), and how key paths are written."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mol.runtime.errors import Issue
 
-
-@dataclass(frozen=True)
-class Issue:
-    """A single problem: where it is (file, line, key path) and what is wrong."""
-
-    message: str
-    file: str | None = None
-    line: int | None = None
-    path: str = ""
-    """Key path in the document, e.g. ``adapters.L2.tools.allow[3]``."""
-    hint: str | None = None
-    """A suggestion, e.g. the closest valid key for a typo."""
-
-    def __str__(self) -> str:
-        where = self.file or "<artifact>"
-        if self.line is not None:
-            where += f":{self.line}"
-        text = f"{where}: "
-        if self.path:
-            text += f"{self.path}: "
-        text += self.message
-        if self.hint:
-            text += f" ({self.hint})"
-        return text
+__all__ = ["Issue", "format_path"]
 
 
 def format_path(loc: tuple) -> str:

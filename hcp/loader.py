@@ -21,7 +21,7 @@ from mol.hcp.digest import digest_value
 from mol.hcp.issues import Issue, format_path
 from mol.hcp.locate import key_lines, line_of
 from mol.hcp.migrations import migrate
-from mol.hcp.schema import ADAPTERS, HCP, FileRef
+from mol.hcp.schema import ADAPTERS, HCP, SCHEMA_VERSION, FileRef
 from mol.hcp.types import model_at
 from mol.runtime.errors import HCPError
 
@@ -106,7 +106,15 @@ def load_dict(
     path: Path | None = None,
 ) -> Artifact:
     """Validate an already-parsed document (as from TOML) against the schema and its files."""
-    raw = migrate(raw, file=file)
+    early: list[Issue] = []
+    try:
+        raw = migrate(raw, file=file)
+    except HCPError as exc:
+        if not isinstance(raw, dict) or _version_readable(raw.get("schema_version")):
+            raise
+        # No usable schema_version: check the rest as the current schema anyway, so a
+        # misspelt key (``schema_versoin``) is reported in the same run, with its hint.
+        early, raw = exc.issues, {**raw, "schema_version": SCHEMA_VERSION}
     lines = key_lines(source) if source else {}
     problems: list[tuple] = []  # (loc, message[, hint]), located and rendered together below
     doc: HCP | None = None
@@ -125,14 +133,20 @@ def load_dict(
         problems += skills.problems
     found = hcp_files.collect(raw, base_dir)
     problems += found.problems
-    issues = [Issue(message, file=file, line=line_of(lines, loc), path=format_path(loc),
-                    hint=hint[0] if hint else None) for loc, message, *hint in problems]
+    issues = early + [Issue(message, file=file, line=line_of(lines, loc),
+                            path=format_path(loc), hint=hint[0] if hint else None)
+                      for loc, message, *hint in problems]
     if issues or doc is None or skills is None:
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
     digest = digest_value(_digest_form(doc, found.digests, skills.digests))
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
                     texts=found.texts, skills=skills.skills,
                     skill_digests=dict(skills.digests), digest=digest)
+
+
+def _version_readable(version: object) -> bool:
+    """Whether ``schema_version`` holds an integer (possibly one this mol cannot read)."""
+    return isinstance(version, int) and not isinstance(version, bool)
 
 
 def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | None = None) -> dict:

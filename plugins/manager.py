@@ -67,6 +67,12 @@ class PluginManager:
         for name, plugin in extra:
             self._load(name, lambda p=plugin: p)
 
+    @classmethod
+    def for_artifact(cls, artifact: Any) -> PluginManager:
+        """The default plugins of a runtime: the built-ins, and the installed plugins the
+        artifact's ``[plugins] load`` selects (all of them when unset)."""
+        return cls(artifact.doc.plugins.load)
+
     def _fail(self, name: str, error: str) -> None:
         failure = PluginFailure(name, error)
         if self.strict:

@@ -3,7 +3,8 @@
 ``open_runtime`` removes sandboxes orphaned by dead runtimes (in the
 background), starts the embedded engine when the artifact asks for it and
 none answers, loads the plugins, starts the MCP servers the artifact declares
-(in the background), and yields a ready ``Harness``.
+(in the background), opens the warm sandbox pool when ``[sandbox] pool_size``
+asks for one, and yields a ready ``Harness``.
 Everything it starts is owned by its ``async with`` and ends with it.
 """
 
@@ -78,9 +79,9 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
         if plugins is None:
             from mol.plugins.manager import PluginManager
 
-            plugins = PluginManager(artifact.doc.plugins.load)
+            plugins = PluginManager.for_artifact(artifact)
         if engine is None and artifact.doc.engine.kind == "local":
-            from mol.runtime.local_engine import ensure_local_engine
+            from mol.runtime.llamacpp.supervisor import ensure_local_engine
 
             # Start the embedded engine on demand (and stop it with the runtime) when
             # nothing answers at the artifact's address yet.
@@ -88,13 +89,19 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
                 artifact, api_base=engine_url or os.environ.get("MOL_ENGINE_URL")))
         toolsets = []
         if any(server.enabled for server in artifact.doc.mcp_servers.values()):
-            from mol.runtime.mcp_manager import MCPManager
+            from mol.runtime.mcp import MCPManager
 
             # Servers start in the background: the first turn waits only for the
             # servers its adapter sees.
             toolsets.append(await stack.enter_async_context(MCPManager(artifact)))
+        pool = None
+        if artifact.doc.sandbox.pool_size > 0:
+            from mol.sandboxes.pool import SandboxPool
+
+            # Warm sandboxes fill in the background; a session takes one on first use.
+            pool = await stack.enter_async_context(SandboxPool(artifact.doc.sandbox))
         harness = Harness(artifact, engine=engine, engine_url=engine_url, plugins=plugins,
                           toolsets=toolsets, conversation=conversation, approve=approve,
-                          checkpoint=checkpoint)
+                          checkpoint=checkpoint, sandbox_pool=pool)
         await stack.enter_async_context(harness)
         yield harness

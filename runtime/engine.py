@@ -3,8 +3,9 @@
 mol reaches the MoL engine (vLLM, SGLang, llama.cpp) through
 ``litellm.acompletion`` with model id = ``engine.model_prefix`` + adapter name.
 litellm's exceptions are translated here into ``EngineError`` subclasses that
-keep the cause; connection errors, 429 and 5xx answers are retried with
-exponential backoff, a bounded number of times.
+keep the cause (``translated``, by exception type; what is not an engine
+failure is re-raised untouched); connection errors, 429 and 5xx answers are
+retried with exponential backoff, a bounded number of times.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import json
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -225,21 +227,60 @@ class LiteLLMEngine:
 
     async def _once(self, kwargs: dict[str, Any], on_delta: OnDelta | None) -> Completion:
         litellm = self._litellm
+        model = kwargs["model"]
         started = time.perf_counter()
-        try:
-            if on_delta is None:
-                response = await litellm.acompletion(**kwargs)
-                completion = _from_response(response)
-            else:
+        if on_delta is None:
+            with translated(litellm, model):
+                completion = _from_response(await litellm.acompletion(**kwargs))
+        else:
+            with translated(litellm, model):
                 stream = await litellm.acompletion(
                     **kwargs, stream=True, stream_options={"include_usage": True})
-                completion = await _collect_stream(stream, on_delta)
-        except EngineError:
-            raise
-        except Exception as exc:
-            raise _translate(exc, kwargs["model"]) from exc
+            # The caller's on_delta runs outside the translation: its own errors are its own.
+            completion = await _collect_stream(_chunks(stream, litellm, model), on_delta)
         return Completion(completion.content, completion.tool_calls, completion.finish_reason,
                           completion.usage, time.perf_counter() - started)
+
+
+@contextmanager
+def translated(litellm: Any, model: str) -> Iterator[None]:
+    """Map litellm's exceptions (and the transports' errors it lets through) onto the
+    ``EngineError`` tree, keeping the cause; anything else is not the engine's and is
+    re-raised as it is."""
+    try:
+        yield
+    except EngineError:
+        raise
+    except _engine_failures(litellm) as exc:
+        raise _translate(exc, litellm, model) from exc
+
+
+async def _chunks(stream: Any, litellm: Any, model: str) -> AsyncIterator[Any]:
+    """The chunks of a litellm stream, each read under ``translated``."""
+    iterator = stream.__aiter__()
+    while True:
+        with translated(litellm, model):
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+        yield chunk
+
+
+def _engine_failures(litellm: Any) -> tuple[type[BaseException], ...]:
+    """Exception types that mean the engine call failed (not a bug of mol's)."""
+    import httpx
+    import openai  # litellm's exceptions derive from the openai SDK's, not from one own base
+
+    failures: list[type[BaseException]] = [openai.OpenAIError, litellm.exceptions.OpenAIError,
+                                            httpx.HTTPError, TimeoutError, ConnectionError]
+    try:
+        import aiohttp
+    except ImportError:  # litellm's aiohttp transport is optional
+        pass
+    else:
+        failures.append(aiohttp.ClientError)
+    return tuple(failures)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -250,31 +291,37 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def _is_connection_failure(exc: Exception) -> bool:
+def _is_connection_failure(exc: BaseException) -> bool:
     """litellm reports a refused connection as a 500 on some transports: look deeper."""
+    import httpx
+
     for inner in _chain(exc):
-        name = type(inner).__name__
-        if isinstance(inner, ConnectionError) or name in (
-                "ClientConnectorError", "ConnectError", "ServerDisconnectedError"):
+        if isinstance(inner, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError):
+            return True
+        if type(inner).__name__ in ("ClientConnectorError", "ServerDisconnectedError"):
             return True
     return "Cannot connect to host" in str(exc) or "Connection refused" in str(exc)
 
 
-def _translate(exc: Exception, model: str) -> EngineError:
-    """Map a litellm (or httpx/aiohttp) exception onto the EngineError tree."""
-    name = type(exc).__name__
+def _translate(exc: BaseException, litellm: Any, model: str) -> EngineError:
+    """One engine failure as the ``EngineError`` it is, by the exception's type."""
+    import httpx
+
+    errors = litellm.exceptions
     status = getattr(exc, "status_code", None)
-    message = str(getattr(exc, "message", "") or exc).strip() or name
+    message = str(getattr(exc, "message", "") or exc).strip() or type(exc).__name__
     message = f"{model}: {message}"
-    if name == "Timeout" or "timeout" in name.lower():
+    if isinstance(exc, errors.Timeout | httpx.TimeoutException | TimeoutError):
         return EngineTimeout(message)
+    if isinstance(exc, errors.RateLimitError) or status == 429:
+        return EngineRateLimited(message)
     if _is_connection_failure(exc):
         return EngineConnectionError(message)
-    if status == 429 or name == "RateLimitError":
-        return EngineRateLimited(message)
-    if isinstance(status, int):
+    if isinstance(exc, errors.APIResponseValidationError):
+        return EngineProtocolError(f"{message} ({type(exc).__name__})")
+    if isinstance(status, int) and not isinstance(exc, errors.APIConnectionError):
         return EngineResponseError(message, status=status)
-    return EngineProtocolError(f"{message} ({name})")
+    return EngineProtocolError(f"{message} ({type(exc).__name__})")
 
 
 def _usage(raw: Any) -> Usage:

@@ -41,6 +41,8 @@ key, plugin or argument at fault.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 def exception_leaves(exc: BaseException) -> list[BaseException]:
     """The exceptions inside (possibly nested) exception groups, in order; ``[exc]`` itself
@@ -48,6 +50,32 @@ def exception_leaves(exc: BaseException) -> list[BaseException]:
     if not isinstance(exc, BaseExceptionGroup):
         return [exc]
     return [leaf for inner in exc.exceptions for leaf in exception_leaves(inner)]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A single problem of an HCP artifact: where it is (file, line, key path) and what is
+    wrong. ``mol.hcp.issues`` re-exports it."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    path: str = ""
+    """Key path in the document, e.g. ``adapters.L2.tools.allow[3]``."""
+    hint: str | None = None
+    """A suggestion, e.g. the closest valid key for a typo."""
+
+    def __str__(self) -> str:
+        where = self.file or "<artifact>"
+        if self.line is not None:
+            where += f":{self.line}"
+        text = f"{where}: "
+        if self.path:
+            text += f"{self.path}: "
+        text += self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
 
 
 class MolError(Exception):
@@ -71,10 +99,8 @@ class HCPError(MolError):
 
     exit_code = 2
 
-    def __init__(self, issues: list | str) -> None:
+    def __init__(self, issues: list[Issue] | str) -> None:
         if isinstance(issues, str):
-            from mol.hcp.issues import Issue
-
             issues = [Issue(message=issues)]
         self.issues = list(issues)
         super().__init__(self._render())

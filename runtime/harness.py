@@ -23,7 +23,7 @@ from mol.hcp.loader import Artifact
 from mol.runtime import events as ev
 from mol.runtime import loop
 from mol.runtime.engine import Engine, LiteLLMEngine
-from mol.runtime.errors import ConversationError, EngineError
+from mol.runtime.errors import ConversationError, EngineError, ToolError
 from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
 from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
@@ -75,11 +75,12 @@ class Harness:
         approve: loop.Approver | None = None,
         checkpoint: Checkpoint | None = None,
         resources: Resources | None = None,
+        sandbox_pool: Any = None,
     ) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
 
-            plugins = PluginManager(artifact.doc.plugins.load)
+            plugins = PluginManager.for_artifact(artifact)
         self.artifact = artifact
         self.engine = engine or LiteLLMEngine.from_artifact(artifact, engine_url)
         self.plugins = plugins
@@ -88,6 +89,8 @@ class Harness:
         self.approve = approve
         self.checkpoint = checkpoint
         self.resources = resources or Resources()
+        self.sandbox_pool = sandbox_pool
+        """A warm ``SandboxPool`` the session's sandbox is taken from, when one is open."""
 
     async def __aenter__(self) -> Harness:
         return self
@@ -98,11 +101,17 @@ class Harness:
     # -- tools ------------------------------------------------------------------------------
 
     async def all_tools(self, adapter: str) -> dict[str, Tool]:
-        """Every runtime tool for ``adapter`` before policy: plugins, then toolsets."""
+        """Every runtime tool for ``adapter`` before policy: plugins, then toolsets.
+
+        A name offered by two sources is a ``ToolError`` naming both: one of them
+        silently shadowing the other would run a tool nobody chose."""
         tools = dict(self.plugins.tools)
         for toolset in self.toolsets:
             for tool in await toolset.tools(adapter):
-                tools.setdefault(tool.name, tool)
+                other = tools.setdefault(tool.name, tool)
+                if other is not tool:
+                    raise ToolError(f"tool {tool.name!r} is offered by both {other.source} and "
+                                    f"{tool.source}; rename or disable one of them")
         return tools
 
     async def tools_for(self, adapter: str) -> dict[str, Tool]:
@@ -196,21 +205,26 @@ class Harness:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def turn(self, text: str, *, on_event: ev.OnEvent | None = None,
+    async def turn(self, text: str, *, adapter: str | None = None,
+                   on_event: ev.OnEvent | None = None,
                    client_tools: list[dict[str, Any]] | None = None,
                    stream: bool = False) -> TurnResult:
-        """Run one user turn: route, answer (with tools), summarize."""
+        """Run one user turn: route (unless ``adapter`` pins it), answer with tools, summarize."""
         result = TurnResult(adapter="", answer="", status="running")
         emit = self._emitter(on_event, result)
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
                             status="running")
-        decision = await self.route(text, emit)
+        if adapter is None:
+            decision = await self.route(text, emit)
+        else:
+            decision = await _decided(emit, ev.RouteDecided(adapter, "", False,
+                                                            "the client named the adapter"))
         adapter = decision.adapter
         record.adapter, result.adapter = adapter, adapter
         record.route_raw, record.route_fallback = decision.raw, decision.fallback
         self.conversation.turns.append(record)
         await self._checkpoint(record)
-        env = await self._env(adapter, client_tools, emit, stream, record)
+        env = await self._env(adapter, client_tools, emit, stream, record, opens=True)
         opening = self.conversation.begin(
             adapter, lambda: self.system_prompt(adapter, env.tools), text)
         return await self._run(env, record, result, opening)
@@ -220,12 +234,13 @@ class Harness:
                                   client_tools: list[dict[str, Any]] | None = None,
                                   stream: bool = False) -> TurnResult:
         """Continue a turn waiting on client tools with their results (call id -> content).
-        The results go to the adapter that issued the calls, without routing."""
+        The results go to the adapter that issued the calls, without routing; summaries
+        queued for that adapter stay queued for its next user turn."""
         adapters = {adapter_of_call(call_id) for call_id in results}
         if None in adapters or len(adapters) != 1:
             unknown = [c for c in results if adapter_of_call(c) is None]
             raise ConversationError(f"tool results must answer calls mol issued to one adapter; "
-                           f"unknown call ids: {unknown or sorted(results)}")
+                                    f"unknown call ids: {unknown or sorted(results)}")
         adapter = adapters.pop()
         waiting = [t for t in self.conversation.turns if t.status == "waiting"]
         record = waiting[-1] if waiting and waiting[-1].adapter == adapter else TurnRecord(
@@ -235,13 +250,13 @@ class Harness:
         record.status = "running"
         result = TurnResult(adapter=adapter, answer="", status="running")
         emit = self._emitter(on_event, result)
-        env = await self._env(adapter, client_tools, emit, stream, record)
+        env = await self._env(adapter, client_tools, emit, stream, record, opens=False)
         pending = [{"role": "tool", "tool_call_id": call_id, "content": content}
                    for call_id, content in results.items()]
-        return await self._run(env, record, result, pending, opened=False)
+        return await self._run(env, record, result, pending)
 
     async def _run(self, env: loop.LoopEnv, record: TurnRecord, result: TurnResult,
-                   pending: list[dict[str, Any]], opened: bool = True) -> TurnResult:
+                   pending: list[dict[str, Any]]) -> TurnResult:
         try:
             outcome = await loop.run(env, self.conversation.view(env.adapter), pending)
         except BaseException:
@@ -256,8 +271,8 @@ class Harness:
             result.client_calls = outcome.client_calls
             await self._checkpoint(record)
             return result
-        record.answer, result.answer = outcome.answer, outcome.answer
-        await env.emit(ev.Answered(env.adapter, outcome.answer, outcome.stopped))
+        record.answer = result.answer = outcome.answer
+        await env.emit(ev.Answered(env.adapter, record.answer, outcome.stopped))
         await self.summarize(record, env.emit)
         self.conversation.share_summary(env.adapter, record.summary)
         record.status, result.status = "complete", "complete"
@@ -266,19 +281,24 @@ class Harness:
 
     async def _env(self, adapter: str, client_tools: list[dict[str, Any]] | None,
                    emit: Callable[[ev.Event], Awaitable[None]], stream: bool,
-                   record: TurnRecord) -> loop.LoopEnv:
+                   record: TurnRecord, *, opens: bool) -> loop.LoopEnv:
+        """The loop's environment; ``opens``: the turn's first commit opens it (it carries
+        the pending summaries, now consumed), else it resumes a waiting turn."""
         all_tools = await self.all_tools(adapter)
         config = self.artifact.doc.adapter(adapter)
         tools = self._by_policy(adapter, all_tools)
-        opened = {"done": False}
+        first = {"commit": opens}
 
-        async def commit(messages: list[dict[str, Any]]) -> None:
-            self.conversation.commit(adapter, messages, opened=not opened["done"])
-            opened["done"] = True
+        async def commit(messages: list[dict[str, Any]], answer: str | None = None) -> None:
+            self.conversation.commit(adapter, messages, opened=first["commit"])
+            first["commit"] = False
+            if answer is not None:
+                record.answer = answer  # stored with the checkpoint that stores the answer
             await self._checkpoint(record)
 
         context = ToolContext(adapter=adapter, session_id=self.conversation.id,
-                              artifact=self.artifact, resources=self.resources)
+                              artifact=self.artifact, resources=self.resources,
+                              sandbox_pool=self.sandbox_pool)
         return loop.LoopEnv(
             engine=self.engine, adapter=adapter, config=config, tools=tools,
             all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,

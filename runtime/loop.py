@@ -57,7 +57,9 @@ class LoopEnv:
     """Tools the client provides (OpenAI ``tools`` entries by name); their calls go back to it."""
     context: ToolContext
     emit: Callable[[ev.Event], Awaitable[None]]
-    commit: Callable[[list[dict[str, Any]]], Awaitable[None]]
+    commit: Callable[..., Awaitable[None]]
+    """``await commit(messages, answer=None)``: append to the view at a consistent point;
+    ``answer`` is the turn's final answer when these messages end it."""
     plugin_hook: Any = None
     command_hooks: Any = None
     """The artifact's ``HooksConfig``."""
@@ -98,8 +100,8 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
         if not calls:
             message["content"] = completion.content
-            await env.commit([*pending, message])
             outcome.answer = completion.content
+            await env.commit([*pending, message], answer=outcome.answer)
             return outcome
         message["tool_calls"] = [
             {"id": call_id, "type": "function",
@@ -124,12 +126,11 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
 
 async def _stop(env: LoopEnv, pending: list[dict[str, Any]], outcome: LoopOutcome,
                 why: str) -> LoopOutcome:
-    if pending:
-        await env.commit(pending)
     limit = (f"{env.config.max_steps} steps" if why == "max_steps"
              else f"the turn's budget of {env.config.max_turn_tokens} tokens")
     outcome.stopped = why
     outcome.answer = f"[mol: stopped after {limit} before the task was finished]"
+    await env.commit(pending, answer=outcome.answer)
     return outcome
 
 

@@ -104,7 +104,7 @@ class SessionStore(Protocol):
 
     async def put_mark(self, key: str, session_id: str, mark: dict[str, Any],
                        response: tuple[str | None, dict[str, Any]] | None = None) -> None:
-        """Name a point of a session (see ``mol.runtime.sessions_marks``), optionally with
+        """Name a point of a session (see ``mol.runtime.server.marks``), optionally with
         the Responses API object stored under that key."""
         ...
 

@@ -88,6 +88,8 @@ class ToolContext:
     """The session's HCP ``Artifact`` (``mol.hcp.loader.Artifact``), when there is one."""
     resources: Resources = field(default_factory=Resources)
     """Per-session resources (e.g. the sandbox), shared by the session's calls."""
+    sandbox_pool: Any = None
+    """The runtime's warm ``SandboxPool`` (``[sandbox] pool_size`` > 0), else None."""
 
 
 ToolFunction = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

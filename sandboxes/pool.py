@@ -7,9 +7,10 @@
             ...
 
 A pool keeps ``size`` sandboxes ready for one image and one set of settings
-and refills in the background as they are taken. While a pool is open,
-``open_sandbox`` with the same settings takes from it. A taken sandbox belongs
-to its taker (removed when its ``async with`` ends); the ones still waiting
+and refills in the background as they are taken. Its owner hands it in:
+``open_runtime`` opens one when ``[sandbox] pool_size`` is above 0, and every
+session's sandbox is then taken from it (``open_sandbox(..., pool=pool)``).
+A taken sandbox belongs to its taker (removed when its ``async with`` ends); the ones still waiting
 are removed when the pool closes. Pool containers carry the session label
 ``pool``.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import AsyncExitStack
 
 import anyio
 from anyio.abc import TaskGroup
@@ -27,17 +29,9 @@ from mol.sandboxes.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
-_active: dict[str, SandboxPool] = {}
-
-
 def pool_key(config: SandboxConfig) -> str:
     """Sandboxes are interchangeable when every setting but the pool size is equal."""
     return json.dumps(config.model_dump(exclude={"pool_size"}), sort_keys=True)
-
-
-def active_pool(config: SandboxConfig) -> SandboxPool | None:
-    """The open pool serving ``config``'s settings, if any."""
-    return _active.get(pool_key(config))
 
 
 class SandboxPool:
@@ -50,22 +44,28 @@ class SandboxPool:
         self._wanted = anyio.Event()
         self._changed = anyio.Event()
         self._group: TaskGroup | None = None
+        self._stack = AsyncExitStack()
         self.errors = 0
         """Sandboxes that failed to start while refilling."""
 
     async def __aenter__(self) -> SandboxPool:
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._refill)
-        _active.setdefault(pool_key(self.config), self)
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(self._remove_ready)  # after the refill task ended
+            self._group = await stack.enter_async_context(anyio.create_task_group())
+            self._group.start_soon(self._refill)
+            self._stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if _active.get(pool_key(self.config)) is self:
-            del _active[pool_key(self.config)]
         assert self._group is not None
         self._group.cancel_scope.cancel()
-        await self._group.__aexit__(None, None, None)
+        await self._stack.aclose()
+
+    def serves(self, config: SandboxConfig) -> bool:
+        """Whether this pool's sandboxes fit ``config`` (equal in all but the pool size)."""
+        return pool_key(config) == pool_key(self.config)
+
+    async def _remove_ready(self) -> None:
         ready, self._ready = self._ready, []
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as group:

@@ -245,13 +245,14 @@ class Sandbox:
 
 
 @contextlib.asynccontextmanager
-async def open_sandbox(config: SandboxConfig | None = None, *,
-                       session_id: str = "") -> AsyncIterator[Sandbox]:
-    """A started sandbox for ``config``, from a warm pool when one is open for it."""
-    from mol.sandboxes.pool import active_pool
-
+async def open_sandbox(config: SandboxConfig | None = None, *, session_id: str = "",
+                       pool: Any = None) -> AsyncIterator[Sandbox]:
+    """A started sandbox for ``config``: taken from ``pool`` (a ``SandboxPool``) when one is
+    given and serves these settings, else started cold."""
     config = config or SandboxConfig()
-    pool = active_pool(config)
-    sandbox = await pool.acquire() if pool else Sandbox(config, session_id=session_id)
+    if pool is not None and pool.serves(config):
+        sandbox = await pool.acquire()
+    else:
+        sandbox = Sandbox(config, session_id=session_id)
     async with sandbox:
         yield sandbox

@@ -34,7 +34,8 @@ async def session_sandbox(context: ToolContext) -> Sandbox:
     doc = getattr(context.artifact, "doc", None)
     config = doc.sandbox if doc is not None else SandboxConfig()
     return await context.resources.get(
-        RESOURCE, lambda: open_sandbox(config, session_id=context.session_id))
+        RESOURCE, lambda: open_sandbox(config, session_id=context.session_id,
+                                       pool=context.sandbox_pool))
 
 
 def _error(message: Any) -> ToolResult:

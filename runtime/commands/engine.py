@@ -75,7 +75,7 @@ def scripted(args: argparse.Namespace) -> int:
 
 async def local(args: argparse.Namespace) -> int:
     """Serve the local engine until SIGINT or SIGTERM; print its address on stdout."""
-    from mol.runtime.local_engine import LocalEngineConfig, parse_lora, serve_until_stopped
+    from mol.runtime.llamacpp.supervisor import LocalEngineConfig, parse_lora, serve_until_stopped
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {args.port}")

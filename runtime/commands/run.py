@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from mol.runtime.errors import UsageError
-
-
-def add_hcp_argument(parser: argparse.ArgumentParser,
-                     help: str = "the HCP artifact (default: $MOL_HCP)") -> None:
-    """The ``--hcp FILE`` option every command that needs an artifact takes."""
-    parser.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP") or None, help=help)
+from mol.runtime.commands.common import add_hcp_argument, load_artifact
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -39,15 +31,6 @@ def configure_chat(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mol chat``."""
     _common(parser)
     parser.set_defaults(func=chat)
-
-
-def load_artifact(path: Path | None) -> Any:
-    """The artifact named by ``--hcp``, or a usage error saying how to name one."""
-    from mol.hcp.loader import load
-
-    if path is None:
-        raise UsageError("no HCP artifact: pass --hcp FILE or set MOL_HCP")
-    return load(path)
 
 
 class Progress:
@@ -82,7 +65,7 @@ def _json_printer(event: Any) -> None:
 async def run(args: argparse.Namespace) -> int:
     """One turn: print only the answer (or, with --json, the events)."""
     from mol.runtime.app import open_runtime
-    from mol.runtime.commands.sessions import stored_session
+    from mol.runtime.commands.common import stored_session
 
     artifact = load_artifact(args.hcp)
     on_event = _json_printer if args.json else Progress(sys.stderr.isatty())
@@ -102,7 +85,7 @@ async def chat(args: argparse.Namespace) -> int:
     import anyio
 
     from mol.runtime.app import open_runtime
-    from mol.runtime.commands.sessions import stored_session
+    from mol.runtime.commands.common import stored_session
 
     artifact = load_artifact(args.hcp)
     interactive = sys.stdin.isatty()

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from mol.runtime.commands.run import add_hcp_argument
+from mol.runtime.commands.common import add_hcp_argument
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,11 +29,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     """Load the artifact, check the key and bind address, and serve until SIGTERM."""
-    from mol.runtime.commands.run import load_artifact
+    from mol.runtime.commands.common import load_artifact
     from mol.runtime.errors import UsageError
     from mol.runtime.server import ServerConfig
     from mol.runtime.server import serve as run_server
-    from mol.runtime.server_auth import check_bind, load_key
+    from mol.runtime.server.auth import check_bind, load_key
     from mol.runtime.sessions import store_path, store_url_for
 
     for name in ("max_turns", "max_body"):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
 
-from mol.runtime.commands.run import add_hcp_argument
+from mol.runtime.commands.common import add_hcp_argument, open_store
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,25 +27,6 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="the store: sqlite:///PATH or a path "
                         "(default: $MOL_SESSION_STORE, else the artifact's)")
     parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def open_store(args: argparse.Namespace) -> Any:
-    """The store named by ``--store``, ``$MOL_SESSION_STORE`` or the artifact."""
-    import os
-
-    from mol.runtime.sessions import STORE_ENV, SQLiteSessionStore, store_path
-
-    url = args.store or os.environ.get(STORE_ENV)
-    if url is None:
-        from mol.hcp.schema import SessionConfig
-
-        if args.hcp is not None:
-            from mol.runtime.commands.run import load_artifact
-
-            url = load_artifact(args.hcp).doc.session.store
-        else:
-            url = SessionConfig().store
-    return SQLiteSessionStore(store_path(url))
 
 
 def _when(stamp: float) -> str:
@@ -94,48 +74,3 @@ async def show_session(args: argparse.Namespace) -> int:
             text = message.get("content") or json.dumps(message.get("tool_calls"))
             print(f"  {message['role']:9s} {str(text)[:300]}")
     return 0
-
-
-class CliSession:
-    """What ``mol run/chat --session ID`` hands the harness."""
-
-    def __init__(self, conversation: Any = None, checkpoint: Any = None,
-                 recorder: Any = None) -> None:
-        self.conversation = conversation
-        self.checkpoint = checkpoint
-        self.recorder = recorder
-
-    def observe(self, on_event: Any) -> Any:
-        """``on_event``, recording the turn's events when a session is stored."""
-        return on_event if self.recorder is None else self.recorder.observe(on_event)
-
-
-def stored_session(artifact: Any, session_id: str | None) -> Any:
-    """An async context with the stored conversation ``session_id`` (a new one under that id
-    if the store has none) and its checkpoint; without an id, nothing is stored."""
-    import re
-    import sys
-    from contextlib import asynccontextmanager
-
-    from mol.runtime.errors import SessionNotFound, UsageError
-    from mol.runtime.sessions import SQLiteSessionStore
-    from mol.runtime.sessions_marks import Recorder
-    from mol.runtime.views import Conversation
-
-    @asynccontextmanager
-    async def context() -> Any:
-        if session_id is None:
-            yield CliSession()
-            return
-        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", session_id):
-            raise UsageError(f"--session {session_id!r}: use letters, digits, '_', '.', '-'")
-        async with SQLiteSessionStore.for_artifact(artifact) as store:
-            try:
-                conversation = await store.load(session_id)
-            except SessionNotFound:
-                conversation = Conversation(id=session_id)
-                print(f"[mol] new session {session_id} in {store.path}", file=sys.stderr)
-            recorder = Recorder(store, artifact.digest)
-            yield CliSession(conversation, recorder.checkpoint, recorder)
-
-    return context()

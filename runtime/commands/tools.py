@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mol.runtime.commands.run import add_hcp_argument
+from mol.runtime.commands.common import add_hcp_argument
 
 ADAPTER_CHOICES = ("L0", "L1", "L2", "L3")
 
@@ -29,7 +29,7 @@ def configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 async def list_tools(args: argparse.Namespace) -> int:
     from mol.runtime.app import open_runtime
-    from mol.runtime.commands.run import load_artifact
+    from mol.runtime.commands.common import load_artifact
     from mol.runtime.policy import decide
 
     artifact = load_artifact(args.hcp)

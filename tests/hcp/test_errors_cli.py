@@ -92,6 +92,15 @@ def test_missing_schema_version(tmp_path, capsys):
     assert "schema_version: required key missing" in err
 
 
+def test_misspelt_schema_version_is_reported_with_the_rest(tmp_path, capsys):
+    text = MINIMAL.replace("schema_version", "schema_versoin") + "[engine]\ntimeout_sec = -1\n"
+    code, err = validate(write(tmp_path, text), capsys)
+    assert code == 2 and "3 problems" in err
+    assert "a.toml:1: schema_versoin: unknown key (did you mean 'schema_version'?)" in err
+    assert "schema_version: required key missing" in err
+    assert "a.toml:6: engine.timeout_sec" in err
+
+
 def test_all_errors_reported_together(tmp_path, capsys):
     text = (
         'schema_version = 1\nname = "t"\n'

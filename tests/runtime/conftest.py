@@ -13,19 +13,17 @@ from mol.plugins import hookimpl
 from mol.plugins.manager import PluginManager
 from mol.runtime.harness import Harness
 
+from ..conftest import hcp_text
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-BASE_HCP = """\
-schema_version = 1
-name = "test"
+BASE_HCP = hcp_text("""\
 [engine]
 api_base = "http://127.0.0.1:9/v1"
 model_prefix = "hosted_vllm/"
 routing_constraint = "{constraint}"
 timeout_sec = {timeout}
 max_retries = 0
-[router]
-prompt = "Route the turn."
 [adapters.L0]
 prompt = "You chat."
 [adapters.L1]
@@ -38,7 +36,7 @@ tools.ask = ["risky"]
 tools.deny = ["secret"]
 [adapters.L3]
 prompt = "You draw."
-"""
+""")
 
 
 class ToyTools:

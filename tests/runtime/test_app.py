@@ -62,3 +62,45 @@ async def test_errors_of_the_callers_block_come_out_unwrapped(hcp):
             except TimeoutError as cause:
                 raise EngineTimeout("too slow") from cause
     assert isinstance(info.value.__cause__, TimeoutError)
+
+
+@pytest.mark.docker
+async def test_pool_size_makes_the_runtime_serve_sessions_from_a_warm_pool(tmp_path):
+    from mol.hcp.loader import load
+    from mol.plugins.manager import PluginManager
+    from mol.runtime.testing import ScriptedEngine
+
+    from .conftest import write_hcp
+
+    write_hcp(tmp_path, extra='[sandbox]\npool_size = 1\ntmp_size = "64m"\n')
+    path = tmp_path / "test.toml"
+    path.write_text(path.read_text().replace('tools.allow = ["echo", "add"]',
+                                             'tools.allow = ["terminal"]'))
+    script = """
+[[L0]]
+constrained = true
+reply = "L1"
+[[L1]]
+tool_calls = [{ name = "terminal", arguments = { command = "echo warm" } }]
+[[L1]]
+when = "warm"
+reply = "done"
+[[L0]]
+constrained = false
+times = -1
+reply = "summary"
+"""
+    plugins = PluginManager(load=[], builtin=["mol.plugins.builtin.sandbox"])
+    with anyio.fail_after(180):
+        async with ScriptedEngine.serve(script) as engine, open_runtime(
+                load(path), engine_url=engine.base_url, plugins=plugins) as harness:
+            pool = harness.sandbox_pool
+            assert pool is not None and pool.size == 1
+            await pool.wait_ready()
+            warm = pool._ready[0].id
+            assert (await harness.turn("run it")).answer == "done"
+            assert harness.resources.peek("sandbox").id == warm  # taken warm, not started cold
+            await pool.wait_ready()  # refilled behind the taken one
+            refill = pool._ready[0].id
+    # The session's sandbox and the pool's refill both ended with the runtime.
+    assert not {warm, refill} & await sandbox_ids()

@@ -104,3 +104,15 @@ async def test_l0_choosing_itself_answers_on_l0(tmp_path):
     assert answer["messages"] == [{"role": "system", "content": "You chat."},
                                   {"role": "user", "content": "how are you?"}]
     assert "structured_outputs" not in answer
+
+
+async def test_a_pinned_turn_skips_the_route_hop(tmp_path):
+    artifact = write_hcp(tmp_path)
+    events = []
+    async with ScriptedEngine.serve(ANSWERS) as engine, harness(artifact, engine) as h:
+        result = await h.turn("fix the failing test", adapter="L2", on_event=events.append)
+    assert result.adapter == "L2" and result.answer == "coding answer"
+    assert [r["adapter"] for r in engine.requests] == ["L2", "L0"]  # answer, then summary
+    route = events[0]
+    assert (route.type, route.adapter, route.fallback) == ("route", "L2", False)
+    assert h.conversation.turns[0].route_raw == ""

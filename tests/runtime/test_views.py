@@ -12,6 +12,11 @@ from .conftest import bodies, harness, is_route
 
 pytestmark = pytest.mark.anyio
 
+LOCATION = {"type": "function", "function": {
+    "name": "get_location", "description": "The user's location.",
+    "parameters": {"type": "object", "properties": {}}}}
+"""A tool the client provides."""
+
 SUMMARY = """
 [[L0]]
 constrained = false
@@ -50,9 +55,7 @@ reply = "echo said PING"
 
 
 async def test_client_tool_results_resume_on_the_issuing_adapter(hcp):
-    client_tool = {"type": "function", "function": {
-        "name": "get_location", "description": "The user's location.",
-        "parameters": {"type": "object", "properties": {}}}}
+    client_tool = LOCATION
     script = """
 [[L0]]
 constrained = true
@@ -294,3 +297,33 @@ reply = "rested"
     assert elapsed < 2.4  # sequential would take 2.5 s of naps alone
     results = bodies(engine, "L2")[-1]["messages"][-3:]  # the request after the naps
     assert [m["content"] for m in results] == ["slept 1.0", "slept 0.5", "slept 1.0"]
+
+
+async def test_resuming_with_client_tool_results_keeps_the_summaries_queued_for_it(hcp):
+    client_tool = LOCATION
+    script = """
+[[L0]]
+constrained = true
+times = 2
+reply = "L1"
+[[L1]]
+tool_calls = [{ name = "get_location", arguments = {} }]
+[[L1]]
+when = "Lisbon"
+reply = "You are in Lisbon."
+[[L1]]
+when = "and now"
+reply = "Still Lisbon."
+""" + SUMMARY
+    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+        first = await h.turn("where am I?", client_tools=[client_tool])
+        [call] = first.client_calls
+        # Another adapter's turn finished while L1 waited: its summary is queued for L1.
+        h.conversation.pending["L1"].append("[L2] fixed the build")
+        await h.submit_tool_results({call["id"]: "Lisbon"}, client_tools=[client_tool])
+        assert h.conversation.pending["L1"] == ["[L2] fixed the build"]
+        await h.turn("and now?")
+    last = bodies(engine, "L1")[-1]["messages"]
+    assert last[-2]["role"] == "user" and "- [L2] fixed the build" in last[-2]["content"]
+    assert last[-1] == {"role": "user", "content": "and now?"}
+    assert h.conversation.pending["L1"] == []

@@ -8,6 +8,8 @@ import pytest
 
 from mol.hcp.loader import Artifact, load
 
+from ..conftest import hcp_text
+
 
 def write_skill(root: Path, folder: str, front: str | None = None, body: str = "Do it.\n",
                 files: dict[str, str | bytes] | None = None) -> Path:
@@ -31,14 +33,14 @@ def write_artifact(folder: Path, adapters: dict[str, list[str]], paths: list[str
                    builtin: bool = True, name: str = "t") -> Path:
     """Write ``folder/a.toml`` whose adapters list the given skills."""
     lines = [
-        "schema_version = 1", f'name = "{name}"', "[router]", 'prompt = "route"',
         "[skills]", f"paths = {list(paths)!r}".replace("'", '"'),
         f"builtin = {'true' if builtin else 'false'}",
     ]
     for adapter, skills in adapters.items():
         lines += [f"[adapters.{adapter}]", f"skills = {skills!r}".replace("'", '"')]
     path = folder / "a.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text(hcp_text("\n".join(lines), name=name, router_prompt="route"),
+                    encoding="utf-8")
     return path
 
 

@@ -1,6 +1,6 @@
 """The local engine's server process: llama-cpp-python's OpenAI server, adjusted for MoL.
 
-``mol.runtime.local_engine`` runs ``python -m mol.runtime.llama_server --config_file CFG``
+``mol.runtime.llamacpp.supervisor`` runs ``python -m mol.runtime.llamacpp.server --config_file CFG``
 with a config in llama-cpp-python's own format (one model entry per adapter). Two
 adjustments to the stock ``python -m llama_cpp.server``:
 
@@ -138,7 +138,7 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the models of ``--config_file`` until terminated."""
-    parser = argparse.ArgumentParser(prog="python -m mol.runtime.llama_server")
+    parser = argparse.ArgumentParser(prog="python -m mol.runtime.llamacpp.server")
     parser.add_argument("--config_file", required=True, help="llama_cpp.server JSON config")
     parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
     args = parser.parse_args(argv)

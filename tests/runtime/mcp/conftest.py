@@ -13,8 +13,10 @@ import anyio
 import pytest
 
 from mol.hcp.loader import load_text
-from mol.runtime.mcp_process import group_members as group_members  # re-exported for tests
-from mol.runtime.mcp_process import processes
+from mol.runtime.mcp.process import group_members as group_members  # re-exported for tests
+from mol.runtime.mcp.process import processes
+
+from ...conftest import hcp_text
 
 SERVER = Path(__file__).parent / "servers" / "scripted_server.py"
 """The test server (the SDK's ``MCPServer``), run as a script."""
@@ -49,14 +51,14 @@ def _toml_value(value: object) -> str:
 def artifact_text(servers: dict[str, dict], adapters: dict[str, dict] | None = None) -> str:
     """HCP TOML with these MCP servers; by default L1 sees them all."""
     adapters = adapters or {"L1": {"mcp_servers": list(servers)}}
-    lines = ['schema_version = 1', 'name = "mcp-test"', "[router]", 'prompt = "route"']
+    lines = []
     for name, fields in adapters.items():
         lines.append(f"[adapters.{name}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in fields.items()]
     for name, fields in servers.items():
         lines.append(f"[mcp_servers.{name}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in fields.items()]
-    return "\n".join(lines) + "\n"
+    return hcp_text("\n".join(lines), name="mcp-test", router_prompt="route")
 
 
 @pytest.fixture

@@ -17,20 +17,18 @@ from mol.hcp.loader import load
 from mol.plugins import hookimpl
 from mol.plugins.manager import PluginManager
 
+from ...conftest import hcp_text
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 KEY = "sk-test-canary-7f3c9d2e1b"
 
-HCP = """\
-schema_version = 1
-name = "served"
+HCP = hcp_text("""\
 [engine]
 api_base = "http://127.0.0.1:9/v1"
 routing_constraint = "structured_outputs"
 timeout_sec = 30
 max_retries = 2
-[router]
-prompt = "Route the turn."
 [adapters.L0]
 prompt = "You chat."
 [adapters.L1]
@@ -42,7 +40,7 @@ prompt = "You code."
 prompt = "You draw."
 [session]
 store = "sqlite:///{store}"
-"""
+""", name="served")
 
 
 class Shout:

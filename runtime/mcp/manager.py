@@ -12,30 +12,28 @@ changes a pinned tool (on ``list_changed`` or after a restart) gets that tool
 disabled for the session, with a warning on the ``mol.mcp`` logger. A server
 that dies is restarted on next use, with backoff after repeated deaths.
 
-This module never imports ``mcp``; ``mol.runtime.mcp`` is the SDK boundary.
+This module never imports ``mcp``; ``mol.runtime.mcp.sdk`` is the SDK boundary.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError, ToolError
-from mol.runtime.mcp_support import (
+from mol.runtime.mcp.naming import (
     RESOURCE_TOOL,
-    backoff_delay,
-    cap_text,
     definition_digest,
-    describe_resource,
     filter_tools,
     qualified_name,
     resource_tool_name,
-    result_text,
 )
+from mol.runtime.mcp.results import cap_text, describe_resource, result_text
 from mol.runtime.tools import Tool, ToolContext, ToolResult, run_tool
 
 logger = logging.getLogger("mol.mcp")
@@ -131,7 +129,7 @@ class _Server:
         self.absorb(await conn.list_tools())
 
     async def connect(self) -> Any:
-        from mol.runtime.mcp import Startup, run_connection
+        from mol.runtime.mcp.connection import Startup, run_connection
 
         startup = Startup()
         self.manager.task_group.start_soon(
@@ -257,6 +255,7 @@ class MCPManager:
         self.servers = {name: _Server(self, name, config)
                         for name, config in artifact.doc.mcp_servers.items()}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._stack = AsyncExitStack()
 
     @property
     def task_group(self) -> anyio.abc.TaskGroup:
@@ -266,25 +265,27 @@ class MCPManager:
         return self._tg
 
     async def __aenter__(self) -> MCPManager:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        for server in self.servers.values():
-            if server.config.enabled:
-                self._tg.start_soon(server.first_start)
-            else:
-                server.ready.set()
+        async with AsyncExitStack() as stack:
+            stack.callback(self._forget)  # runs after the task group has ended
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            for server in self.servers.values():
+                if server.config.enabled:
+                    self._tg.start_soon(server.first_start)
+                else:
+                    server.ready.set()
+            self._stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         """Stop every server: each closes stdin, then terminates, then kills its process group."""
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        try:
-            await self._tg.__aexit__(None, None, None)
-        finally:
-            self._tg = None
-            for server in self.servers.values():
-                server.conn = None
+        await self._stack.aclose()
+
+    def _forget(self) -> None:
+        self._tg = None
+        for server in self.servers.values():
+            server.conn = None
 
     def _visible_servers(self, adapter: str | None) -> list[_Server]:
         if adapter is None:
@@ -373,6 +374,13 @@ class MCPManager:
         """Prompt ``name`` of ``server`` rendered with ``arguments`` (the SDK's result)."""
         await self.wait_ready()
         return await (await self._server(server).connection()).get_prompt(name, arguments)
+
+
+def backoff_delay(failures: int) -> float:
+    """Seconds to wait before restarting a server that died ``failures`` times in a row."""
+    if failures <= 1:
+        return 0.0
+    return min(30.0, 2.0 ** (failures - 2))
 
 
 __all__ = ["RESOURCE_TOOL", "MCPManager", "ServerStatus"]

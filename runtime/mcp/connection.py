@@ -1,38 +1,32 @@
-"""MCP servers declared in the HCP: the only module that imports the ``mcp`` SDK.
+"""One live connection to an MCP server, from its start to its teardown.
 
-``MCPManager`` (in ``mol.runtime.mcp_manager``, re-exported here) owns every
-server of a session; this module is its boundary to the SDK: ``run_connection``
-opens one connection (a stdio server mol spawns itself, or streamable HTTP),
-negotiates the protocol era automatically (the 2026-07-28 stateless core, or
-the older ``initialize`` handshake most published servers speak), watches it,
-and tears it down. SDK errors become ``MCPError`` subclasses here, keeping
-their cause. The SDK is imported inside functions: importing it costs more
-than a second, which ``mol --help`` and sessions without MCP must not pay.
+``run_connection`` opens a connection (a stdio server mol spawns itself, or
+streamable HTTP, through ``mol.runtime.mcp.sdk``), negotiates the protocol
+era (the 2026-07-28 stateless core, or the older ``initialize`` handshake most
+published servers speak), watches it, and tears it down. ``Connection`` wraps
+the SDK client: every request runs under ``tool_timeout_sec`` and fails at
+once when the server dies meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from mol.runtime import __version__
 from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError, MCPTimeout
-from mol.runtime.mcp_manager import MCPManager, ServerStatus
-from mol.runtime.mcp_process import LineTooLong, ServerProcess, server_environment
-
-__all__ = ["Connection", "MCPManager", "ServerStatus", "Startup", "load_sdk", "run_connection"]
+from mol.runtime.mcp import sdk
+from mol.runtime.mcp.process import ServerProcess
 
 logger = logging.getLogger("mol.mcp")
 
 _PAGE_CAP = 100
 """Most pages of a paginated listing read before giving up (a server paging forever)."""
-_SHUTDOWN_CAP_SEC = 10.0
 
 
 @dataclass
@@ -157,10 +151,6 @@ class Connection:
         A connection that fails meanwhile fails the request at once, whatever
         the transport is waiting for.
         """
-        from mcp.shared.exceptions import MCPError as SDKError
-        from mcp_types import CONNECTION_CLOSED
-        from pydantic import ValidationError
-
         limit = self.config.tool_timeout_sec
         if self.closed.is_set():
             awaitable.close()  # type: ignore[attr-defined]
@@ -173,15 +163,15 @@ class Connection:
         except TimeoutError:
             raise MCPTimeout(f"MCP server {self.name!r}: {what} timed out after {limit:g}s "
                              "(the server was asked to cancel it)") from None
-        except SDKError as exc:
-            if exc.code == CONNECTION_CLOSED:
+        except Exception as exc:
+            failure = sdk.failure_of(exc)
+            if failure is None:
+                raise
+            if failure.closed:
                 self.fail("the connection closed")
             if self.closed.is_set():
                 raise self._died(what) from exc
-            raise MCPError(f"MCP server {self.name!r}: {what} failed: {exc}") from exc
-        except ValidationError as exc:
-            raise MCPError(f"MCP server {self.name!r}: {what} returned an invalid result: "
-                           f"{exc.errors()[0]['msg']}") from exc
+            raise MCPError(f"MCP server {self.name!r}: {what} {failure.message}") from exc
         finally:
             self._inflight.discard(scope)
         raise self._died(what)  # ``fail`` cancelled the request
@@ -194,9 +184,7 @@ class Connection:
 
     async def on_message(self, message: Any) -> None:
         """SDK message handler: list_changed (handshake era) and transport errors."""
-        from mcp import types
-
-        if isinstance(message, types.ToolListChangedNotification):
+        if sdk.is_tools_changed(message):
             self._signal_change()
         elif isinstance(message, Exception):
             # Only the HTTP transport reports errors this way: treat it like a dead
@@ -217,13 +205,11 @@ class Connection:
         Reports started once a 2026-07-28 subscription is acknowledged, so no
         change made after startup can be missed.
         """
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
         tools = self.capability("tools")
         async with anyio.create_task_group() as tg:
             # 2026-07-28 servers announce changes only on a subscription, when they
             # advertise it; older ones send notifications, advertised or not.
-            if self.protocol_version in MODERN_PROTOCOL_VERSIONS and tools and tools.list_changed:
+            if sdk.is_modern(self.protocol_version) and tools and tools.list_changed:
                 await tg.start(self._listen)
             task_status.started()
             async for _ in self._changes:
@@ -256,7 +242,7 @@ async def run_connection(name: str, config: Any, base_dir: Path, startup: Startu
     teardown runs. The connection lives until it is closed or fails; then its
     server is shut down (stdio: no survivors).
     """
-    await load_sdk()
+    await sdk.load()
     conn = Connection(name, config)
     # One scope around the whole connection (not a fail_after around the opening
     # only): the transport's task groups must nest inside it.
@@ -289,7 +275,7 @@ async def _serve(conn: Connection, startup: Startup, base_dir: Path,
                  opened: Callable[[Connection], Awaitable[None]], scope: anyio.CancelScope) -> None:
     async with AsyncExitStack() as stack:
         try:
-            await _open(conn, stack, base_dir)
+            conn.client = await sdk.open_client(conn, stack, base_dir)
             # Subscribe to changes before listing: nothing falls in between.
             tg = await stack.enter_async_context(anyio.create_task_group())
             await tg.start(conn.watch_tool_changes, refresh)
@@ -302,25 +288,6 @@ async def _serve(conn: Connection, startup: Startup, base_dir: Path,
         startup.done.set()
         await conn.closed.wait()
         tg.cancel_scope.cancel()
-
-
-_sdk_loaded = False
-
-
-async def load_sdk() -> None:
-    """Import the SDK in a worker thread, once: it takes over a second, which must
-    neither block the event loop nor count against a server's startup timeout."""
-    global _sdk_loaded
-    if not _sdk_loaded:
-        await anyio.to_thread.run_sync(_import_sdk)
-        _sdk_loaded = True
-
-
-def _import_sdk() -> None:
-    import httpx2  # noqa: F401
-    import mcp
-    import mcp.client.streamable_http
-    import mcp.shared.message  # noqa: F401
 
 
 def _startup_failed(conn: Connection, startup: Startup, exc: BaseException, timed_out: bool) -> None:
@@ -346,109 +313,3 @@ def _explain(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     return f"{type(exc).__name__}: {exc}" if not isinstance(exc, MCPError) else str(exc)
-
-
-async def _open(conn: Connection, stack: AsyncExitStack, base_dir: Path) -> None:
-    from mcp import Client
-    from mcp.types import Implementation
-
-    config = conn.config
-    if config.command is not None:
-        transport = _stdio_transport(conn, base_dir)
-    else:
-        transport = await _http_transport(conn, stack)
-    client = Client(transport, mode="auto", cache=None, message_handler=conn.on_message,
-                    client_info=Implementation(name="mol", version=__version__))
-    conn.client = await stack.enter_async_context(client)
-
-
-@asynccontextmanager
-async def _stdio_transport(conn: Connection, base_dir: Path) -> AsyncIterator[Any]:
-    """Streams to a server process mol spawns: a line of garbage or an exit ends the connection."""
-    import mcp_types
-    from mcp.shared.message import SessionMessage
-
-    config = conn.config
-    command = config.command
-    if "/" in command and not Path(command).is_absolute():
-        command = str((base_dir / command).resolve())
-    cwd = (base_dir / config.cwd).resolve() if config.cwd else None
-    env = server_environment(config.env, config.env_vars)
-    async with ServerProcess([command, *config.args], env=env, cwd=cwd, label=conn.name) as proc:
-        conn.process = proc
-        read_send, read_recv = anyio.create_memory_object_stream[Any](0)
-        write_send, write_recv = anyio.create_memory_object_stream[Any](0)
-
-        async def pump_in() -> None:
-            async with read_send:
-                try:
-                    async for line in proc.lines():
-                        if not line.strip():
-                            continue
-                        try:
-                            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                        except ValueError:
-                            conn.fail(f"wrote a line that is not JSON-RPC to stdout: {line[:200]!r}")
-                            return
-                        await read_send.send(SessionMessage(message))
-                except LineTooLong as exc:
-                    conn.fail(f"wrote {exc}")
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                    pass
-                await anyio.sleep(0.2)  # let the exit watcher name the exit status
-                conn.fail(proc.describe_exit())
-
-        async def pump_out() -> None:
-            async with write_recv:
-                async for message in write_recv:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    try:
-                        await proc.send(data.encode() + b"\n")
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                        conn.fail(f"stopped reading its stdin ({proc.describe_exit()})")
-                        return
-
-        async def watch_exit() -> None:
-            await proc.wait_exit()
-            conn.fail(proc.describe_exit())
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump_in)
-            tg.start_soon(pump_out)
-            tg.start_soon(watch_exit)
-
-            async def end_on_close() -> None:
-                await conn.closed.wait()
-                read_send.close()  # EOF for the SDK: it fails pending requests at once
-
-            tg.start_soon(end_on_close)
-            try:
-                yield read_recv, write_send
-            finally:
-                tg.cancel_scope.cancel()
-                for stream in (read_send, read_recv, write_send, write_recv):
-                    stream.close()
-
-
-async def _http_transport(conn: Connection, stack: AsyncExitStack) -> Any:
-    """The SDK's streamable HTTP transport with the configured headers."""
-    import os
-
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    config = conn.config
-    headers = dict(config.http_headers)
-    for header, var in config.env_http_headers.items():
-        if var in os.environ:
-            headers[header] = os.environ[var]
-        else:
-            logger.warning("MCP server %r: %s for header %s is not set", conn.name, var, header)
-    if config.bearer_token_env_var:
-        token = os.environ.get(config.bearer_token_env_var)
-        if not token:
-            raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
-        headers["Authorization"] = f"Bearer {token}"
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
-    await stack.enter_async_context(http)
-    return streamable_http_client(config.url, http_client=http)

@@ -17,69 +17,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from mol.runtime.server_chat import Reply, normalize, resolve_model, split
-from mol.runtime.server_common import ApiError, field, read_json, sse
-from mol.runtime.server_runner import TurnRequest
-
-
-def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """``input`` (text or items) as chat-shaped messages."""
-    raw = body.get("input")
-    if isinstance(raw, str):
-        return [{"role": "user", "content": raw}]
-    if not isinstance(raw, list):
-        raise ApiError(400, "'input' must be a string or an array of items", param="input")
-    messages: list[dict[str, Any]] = []
-    for i, item in enumerate(raw):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise ApiError(400, f"'{where}' must be an object", param=where)
-        kind = item.get("type", "message")
-        if kind == "message":
-            messages.append(normalize({"role": item.get("role"), "content": item.get("content")},
-                                      where))
-        elif kind == "function_call":
-            call = {"id": field(item, "call_id", str, required=True, where=f"{where}."),
-                    "type": "function",
-                    "function": {"name": field(item, "name", str, required=True,
-                                               where=f"{where}."),
-                                 "arguments": field(item, "arguments", str, default="",
-                                                    where=f"{where}.")}}
-            if messages and messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
-                messages[-1]["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = item.get("output")
-            if not isinstance(output, str):
-                raise ApiError(400, f"'{where}.output' must be a string", param=f"{where}.output")
-            messages.append({"role": "tool", "content": output,
-                             "tool_call_id": field(item, "call_id", str, required=True,
-                                                   where=f"{where}.")})
-        else:
-            raise ApiError(400, f"'{where}.type' {kind!r} is not supported; use message, "
-                           "function_call or function_call_output", param=f"{where}.type")
-    return messages
-
-
-def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Responses ``tools`` (flat function entries) in the Chat Completions shape."""
-    tools = field(body, "tools", list)
-    if tools is None:
-        return None
-    out = []
-    for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
-        name = field(tool, "name", str, required=True, where=f"{where}.")
-        function = {"name": name, "parameters": tool.get("parameters") or {"type": "object"}}
-        if isinstance(tool.get("description"), str):
-            function["description"] = tool["description"]
-        out.append({"type": "function", "function": function})
-    return out
+from mol.runtime import events as ev
+from mol.runtime.server.http import ApiError, field, read_json, sse
+from mol.runtime.server.messages import chat_tools, input_messages, resolve_model, split
+from mol.runtime.server.replies import Item, Outcome, Reply, respond
+from mol.runtime.server.runner import Job, Runner, TurnRequest
 
 
 async def create_response(request: Request) -> Response:
@@ -99,19 +43,8 @@ async def create_response(request: Request) -> Response:
     turn = TurnRequest(text=text, tool_results=results, key=previous,
                        key_required=previous is not None, seed=seed, adapter=adapter,
                        client_tools=chat_tools(body), stream=stream, persist=store)
-    job = state.runner.start(turn)
-    reply = ResponseReply(body, job, state.runner)
-    items = reply.items()
-    first = await anext(items)
-    if first[0] == "error":
-        await items.aclose()
-        return first[1].response()
-    if not stream:
-        try:
-            return JSONResponse(await reply.complete_response(first))
-        finally:
-            await items.aclose()
-    return StreamingResponse(reply.events(first, items), media_type="text/event-stream")
+    reply = ResponseReply(body, state.runner.start(turn), state.runner)
+    return await respond(reply, stream, reply.complete_response, reply.events)
 
 
 async def get_response(request: Request) -> Response:
@@ -126,8 +59,8 @@ async def get_response(request: Request) -> Response:
 class ResponseReply(Reply):
     """Turns a job's events into a Responses API object or its event stream."""
 
-    def __init__(self, body: dict[str, Any], job: Any, runner: Any) -> None:
-        super().__init__(body["model"], [], job, runner)
+    def __init__(self, body: dict[str, Any], job: Job, runner: Runner) -> None:
+        super().__init__(body["model"], job, runner)
         self.body = body
         self.id = "resp_" + secrets.token_hex(16)
         self.sequence = 0
@@ -175,19 +108,20 @@ class ResponseReply(Reply):
                                    (self.body.get("previous_response_id"), final))
         return final
 
-    async def complete_response(self, first: tuple[str, Any]) -> dict[str, Any]:
+    async def complete_response(self, outcome: Outcome) -> dict[str, Any]:
         """The non-streaming response object."""
-        kind, value = first
-        if kind == "calls":
-            return await self.finish_response([self.call_item(c) for c in value])
-        return await self.finish_response([self.message_item(value[0])])
+        if isinstance(outcome, ApiError):
+            raise outcome
+        if isinstance(outcome, ev.ClientToolsRequested):
+            return await self.finish_response([self.call_item(c) for c in outcome.calls])
+        return await self.finish_response([self.message_item(outcome.text)])
 
     def event(self, kind: str, **data: Any) -> bytes:
         """One Responses streaming event, numbered."""
         self.sequence += 1
         return sse({"type": kind, "sequence_number": self.sequence - 1, **data}, event=kind)
 
-    async def events(self, first: tuple[str, Any], rest: AsyncIterator) -> AsyncIterator[bytes]:
+    async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """``response.created`` .. ``response.completed`` as the turn produces them."""
         try:
             async for piece in self._events(first, rest):
@@ -195,29 +129,28 @@ class ResponseReply(Reply):
         finally:
             self.job.receive.close()  # also when the client went away mid-stream
 
-    async def _events(self, first: tuple[str, Any],
-                      rest: AsyncIterator) -> AsyncIterator[bytes]:
+    async def _events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         yield self.event("response.created", response=self.obj("in_progress", []))
         yield self.event("response.in_progress", response=self.obj("in_progress", []))
         text: list[str] = []
         output: list[dict[str, Any]] = []
-        item: tuple[str, Any] | None = first
+        item: Item | None = first
         while item is not None:
-            kind, value = item
-            if kind == "error":
-                yield self.event("error", error=value.body()["error"],
-                                 message=value.message, code=value.code, param=value.param)
+            if isinstance(item, ApiError):
+                yield self.event("error", error=item.body()["error"],
+                                 message=item.message, code=item.code, param=item.param)
                 break
-            if kind == "delta" or (kind == "answer" and not text and value[0]):
-                delta = value if kind == "delta" else value[0]
+            delta = (item.text if isinstance(item, ev.TextDelta) else
+                     item.text if isinstance(item, ev.Answered) and not text else "")
+            if delta:
                 if not text:
                     for piece in self._open_message():
                         yield piece
                 text.append(delta)
                 yield self.event("response.output_text.delta", item_id=self.message_id,
                                  output_index=0, content_index=0, delta=delta, logprobs=[])
-            if kind in ("answer", "calls"):
-                for piece in self._close(kind, value, "".join(text), output):
+            if isinstance(item, ev.Answered | ev.ClientToolsRequested):
+                for piece in self._close(item, "".join(text), output):
                     yield piece
                 final = await self.finish_response(output)
                 yield self.event("response.completed", response=final)
@@ -231,7 +164,7 @@ class ResponseReply(Reply):
                 self.event("response.content_part.added", item_id=self.message_id,
                            output_index=0, content_index=0, part=part)]
 
-    def _close(self, kind: str, value: Any, text: str,
+    def _close(self, outcome: ev.Answered | ev.ClientToolsRequested, text: str,
                output: list[dict[str, Any]]) -> list[bytes]:
         pieces = []
         if text:
@@ -243,7 +176,8 @@ class ResponseReply(Reply):
                 self.event("response.content_part.done", item_id=self.message_id,
                            output_index=0, content_index=0, part=part),
                 self.event("response.output_item.done", output_index=0, item=output[-1])]
-        for call in value if kind == "calls" else []:
+        calls = outcome.calls if isinstance(outcome, ev.ClientToolsRequested) else []
+        for call in calls:
             index, done = len(output), self.call_item(call)
             output.append(done)
             pieces += [

@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from mol.runtime.errors import SessionError, SessionNotFound
+from mol.runtime.server.marks import continues_in_place, fork, mark_of
 from mol.runtime.sessions import MIGRATIONS, SQLiteSessionStore, TurnLog, store_path
-from mol.runtime.sessions_marks import continues_in_place, fork, mark_of
 from mol.runtime.views import Conversation, TurnRecord
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,7 @@
 """The embedded local engine: a small GGUF model served as the adapters L0-L3 on loopback.
 
 ``mol engine local`` and artifacts with ``engine.kind = "local"`` use it. It runs
-llama-cpp-python's OpenAI-compatible server (``mol.runtime.llama_server``) in its own
+llama-cpp-python's OpenAI-compatible server (``mol.runtime.llamacpp.server``) in its own
 process group, with one model entry per adapter over the same frozen base model (and a
 LoRA file per adapter when given: exactly the MoL shape). Routing is constrained with a
 GBNF grammar (``routing_constraint = "grammar"``).
@@ -223,7 +223,7 @@ class LocalEngine:
         import subprocess
 
         self._process = await anyio.open_process(
-            [sys.executable, "-m", "mol.runtime.llama_server", "--config_file", str(config_file),
+            [sys.executable, "-m", "mol.runtime.llamacpp.server", "--config_file", str(config_file),
              "--parent-pid", str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: we stop all of it

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mol.runtime.errors import ServerError
-from mol.runtime.server_auth import check_bind, load_key
+from mol.runtime.server.auth import check_bind, load_key
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import KEY, serve_app, write_hcp

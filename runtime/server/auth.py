@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mol.runtime.errors import ServerError
-from mol.runtime.server_common import ApiError
+from mol.runtime.server.http import ApiError
 
 KEY_FILE_ENV = "MOL_API_KEY_FILE"
 UNAUTHENTICATED_ENV = "MOL_ALLOW_UNAUTHENTICATED"

@@ -1,10 +1,10 @@
 """The OpenAI-compatible server: Starlette on uvicorn.
 
 Routes: ``GET /health`` (no auth), ``GET /v1/models``, ``POST /v1/chat/completions``
-(runtime/server_chat.py), ``POST /v1/responses`` and ``GET /v1/responses/{id}``
-(runtime/server_responses.py). Every other route needs the bearer key
-(runtime/server_auth.py). Turns run in the background ``Runner``
-(runtime/server_runner.py) and are checkpointed into the session store.
+(``chat``), ``POST /v1/responses`` and ``GET /v1/responses/{id}``
+(``responses``). Every other route needs the bearer key
+(``auth``). Turns run in the background ``Runner``
+(``runner``) and are checkpointed into the session store.
 
 ``create_app`` builds the ASGI app; its lifespan opens the runtime (plugins,
 toolsets, engine) and the store, and on shutdown drains the turns in flight
@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from mol.hcp.loader import Artifact
 from mol.hcp.schema import ADAPTERS
-from mol.runtime.server_common import MAX_BODY, ApiError
+from mol.runtime.server.http import MAX_BODY, ApiError
 
 log = logging.getLogger("mol.server")
 
@@ -57,9 +57,9 @@ class ServerConfig:
 
 def create_app(config: ServerConfig) -> Any:
     """The ASGI app (wrapped in the auth middleware)."""
-    from mol.runtime.server_auth import BearerAuth
-    from mol.runtime.server_chat import chat_completions
-    from mol.runtime.server_responses import create_response, get_response
+    from mol.runtime.server.auth import BearerAuth
+    from mol.runtime.server.chat import chat_completions
+    from mol.runtime.server.responses import create_response, get_response
 
     routes = [
         Route("/health", health, methods=["GET"]),
@@ -81,7 +81,7 @@ def _lifespan(config: ServerConfig) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from mol.runtime.app import open_runtime
-        from mol.runtime.server_runner import Runner
+        from mol.runtime.server.runner import Runner
         from mol.runtime.sessions import SQLiteSessionStore
 
         async with (
@@ -160,7 +160,7 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
 
     import uvicorn
 
-    from mol.runtime.server_auth import check_bind
+    from mol.runtime.server.auth import check_bind
 
     class Server(uvicorn.Server):
         """uvicorn's server, except that a drained shutdown on SIGTERM/SIGINT exits 0

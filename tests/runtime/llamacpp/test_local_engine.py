@@ -15,7 +15,7 @@ import pytest
 
 from mol.hcp.loader import load, load_text
 from mol.runtime.errors import LocalEngineError
-from mol.runtime.local_engine import (
+from mol.runtime.llamacpp.supervisor import (
     LocalEngine,
     LocalEngineConfig,
     ensure_local_engine,
@@ -24,7 +24,7 @@ from mol.runtime.local_engine import (
 
 pytestmark = [pytest.mark.local_engine, pytest.mark.anyio]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "hcp" / "examples"
 LABELS = ["L0", "L1", "L2", "L3"]
 GRAMMAR = "root ::= " + " | ".join(f'"{label}"' for label in LABELS)
 WEATHER = {

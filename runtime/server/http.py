@@ -66,11 +66,12 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
-        raise ApiError(400, f"the request body must be a JSON object, got {_kind(body)}")
+        raise ApiError(400, f"the request body must be a JSON object, got {json_kind(body)}")
     return body
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """How a JSON value's type is named in error messages ('a string', 'null')."""
     if value is None:
         return "null"
     return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
@@ -88,8 +89,8 @@ def field(body: dict[str, Any], name: str, kinds: type | tuple[type, ...], *,
     value = body[name]
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-        names = " or ".join(_kind(k()) if k is not float else "a number" for k in kinds)
-        raise ApiError(400, f"'{path}' must be {names}, got {_kind(value)}", param=path)
+        names = " or ".join(json_kind(k()) if k is not float else "a number" for k in kinds)
+        raise ApiError(400, f"'{path}' must be {names}, got {json_kind(value)}", param=path)
     return value
 
 
@@ -98,25 +99,3 @@ def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n".encode()
-
-
-def text_of(content: Any, where: str) -> str:
-    """A message ``content``: a string, an array of text parts, or null."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list):
-        parts = []
-        for i, part in enumerate(content):
-            if not isinstance(part, dict):
-                raise ApiError(400, f"'{where}[{i}]' must be an object", param=f"{where}[{i}]")
-            if part.get("type") in ("text", "input_text", "output_text"):
-                if not isinstance(part.get("text"), str):
-                    raise ApiError(400, f"'{where}[{i}].text' must be a string",
-                                   param=f"{where}[{i}].text")
-                parts.append(part["text"])
-            else:
-                raise ApiError(400, f"'{where}[{i}].type' {part.get('type')!r} is not "
-                               "supported: mol takes text parts", param=f"{where}[{i}].type")
-        return "".join(parts)
-    raise ApiError(400, f"'{where}' must be a string, an array of parts or null, got "
-                   f"{_kind(content)}", param=where)

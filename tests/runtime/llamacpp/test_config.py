@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from mol.hcp.loader import load, load_text
-from mol.runtime import local_engine
 from mol.runtime.cli import main
 from mol.runtime.errors import HCPError, LocalEngineError, UsageError
-from mol.runtime.local_engine import (
+from mol.runtime.llamacpp import supervisor as local_engine
+from mol.runtime.llamacpp.supervisor import (
     LocalEngineConfig,
     config_from_artifact,
     ensure_local_engine,
@@ -19,7 +19,7 @@ from mol.runtime.local_engine import (
     server_config,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "hcp" / "examples"
 ARTIFACT = """
 schema_version = 1
 name = "t"

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from mol.runtime.errors import MCPStartupError
-from mol.runtime.mcp import MCPManager, load_sdk
+from mol.runtime.mcp import MCPManager
+from mol.runtime.mcp.sdk import load as load_sdk
 
 from .conftest import alive, group_members, stdio_server, time_server, wait_for
 

@@ -15,6 +15,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,15 +25,10 @@ from anyio.abc import TaskGroup
 from mol.runtime import events as ev
 from mol.runtime.errors import ConversationError, EngineError, MolError
 from mol.runtime.harness import Harness, TurnResult
-from mol.runtime.server_common import ApiError, engine_error
+from mol.runtime.recorder import Recorder
+from mol.runtime.server.http import ApiError, engine_error
+from mol.runtime.server.marks import abandon_waiting, continues_in_place, fork, mark_of
 from mol.runtime.sessions import SQLiteSessionStore, TurnLog
-from mol.runtime.sessions_marks import (
-    Recorder,
-    abandon_waiting,
-    continues_in_place,
-    fork,
-    mark_of,
-)
 from mol.runtime.tools import Resources
 from mol.runtime.views import Conversation, TurnRecord
 
@@ -62,18 +58,8 @@ class TurnRequest:
     persist: bool = True
 
 
-class PinnedHarness(Harness):
-    """A harness whose route hop can be skipped when the client named the adapter."""
-
-    pinned: str | None = None
-
-    async def route(self, text: str, emit: Any) -> ev.RouteDecided:
-        """The pinned adapter if any, else L0's decision."""
-        if self.pinned is None:
-            return await super().route(text, emit)
-        decision = ev.RouteDecided(self.pinned, "", False, "the client named the adapter")
-        await emit(decision)
-        return decision
+JobItem = ev.Event | TurnResult | ApiError
+"""What a job's stream carries, typed end to end: events, then how the turn ended."""
 
 
 @dataclass
@@ -88,8 +74,8 @@ class Job:
     conversation: Conversation | None = None
     mark: dict[str, Any] | None = None
 
-    async def outcomes(self) -> AsyncIterator[tuple[str, Any]]:
-        """``("event", Event)``, then ``("result", TurnResult)`` or ``("error", ApiError)``."""
+    async def outcomes(self) -> AsyncIterator[JobItem]:
+        """The turn's ``Event``s as they happen, then its ``TurnResult`` or an ``ApiError``."""
         async with self.receive:
             async for item in self.receive:
                 yield item
@@ -109,11 +95,15 @@ class Runner:
         self._idle = anyio.Event()
         self._idle.set()
         self._group: TaskGroup | None = None
+        self._stack = AsyncExitStack()
         self._locks: dict[str, anyio.Lock] = {}
         self._resources: OrderedDict[str, Resources] = OrderedDict()
 
     async def __aenter__(self) -> Runner:
-        self._group = await anyio.create_task_group().__aenter__()
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(self._close_resources)  # after the turns ended
+            self._group = await stack.enter_async_context(anyio.create_task_group())
+            self._stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -123,7 +113,9 @@ class Runner:
             await self._idle.wait()
         assert self._group is not None
         self._group.cancel_scope.cancel()
-        await self._group.__aexit__(None, None, None)
+        await self._stack.aclose()
+
+    async def _close_resources(self) -> None:
         for resources in self._resources.values():
             await resources.aclose()
 
@@ -132,7 +124,7 @@ class Runner:
         if self.active >= self.max_turns:
             raise ApiError(429, f"the server is running {self.max_turns} turns, its limit; "
                            "retry shortly", code="too_many_turns", headers={"Retry-After": "1"})
-        send, receive = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
+        send, receive = anyio.create_memory_object_stream[JobItem](math.inf)
         job = Job(request, send, receive)
         self.active += 1
         self._idle = anyio.Event()
@@ -170,22 +162,22 @@ class Runner:
                 job.mark = mark_of(conversation)
                 for key in job.keys:
                     await self.store.put_mark(key, conversation.id, job.mark)
-            _send(job, ("result", result))
+            _send(job, result)
         except ApiError as exc:
-            _send(job, ("error", exc))
+            _send(job, exc)
         except TimeoutError:
-            _send(job, ("error", ApiError(504, f"the turn exceeded the server's deadline of "
-                                               f"{self.deadline:g} s", code="deadline")))
+            _send(job, ApiError(504, f"the turn exceeded the server's deadline of "
+                                     f"{self.deadline:g} s", code="deadline"))
         except EngineError as exc:
-            _send(job, ("error", engine_error(exc)))
+            _send(job, engine_error(exc))
         except ConversationError as exc:
-            _send(job, ("error", ApiError(400, str(exc), param="messages")))
+            _send(job, ApiError(400, str(exc), param="messages"))
         except MolError as exc:
             log.warning("turn failed: %s", exc)
-            _send(job, ("error", ApiError(500, str(exc))))
+            _send(job, ApiError(500, str(exc)))
         except Exception as exc:
             log.exception("turn failed")
-            _send(job, ("error", ApiError(500, f"internal error: {type(exc).__name__}")))
+            _send(job, ApiError(500, f"internal error: {type(exc).__name__}"))
         finally:
             for session_id in held:
                 self._release(session_id)
@@ -198,15 +190,15 @@ class Runner:
                     job: Job) -> TurnResult:
         base = self.base
         recorder = Recorder(self.store, base.artifact.digest)
-        harness = PinnedHarness(
+        harness = Harness(
             base.artifact, engine=base.engine, plugins=base.plugins, toolsets=base.toolsets,
             conversation=conversation, approve=None,
             checkpoint=recorder.checkpoint if request.persist else None,
-            resources=await self._resources_for(conversation.id))
-        harness.pinned = request.adapter
+            resources=await self._resources_for(conversation.id),
+            sandbox_pool=base.sandbox_pool)
 
         def forward(event: ev.Event) -> None:
-            _send(job, ("event", event))
+            _send(job, event)
 
         on_event = recorder.observe(forward)
         if request.tool_results is not None:
@@ -217,7 +209,7 @@ class Runner:
         abandoned = abandon_waiting(conversation)
         if abandoned is not None and request.persist:
             await recorder.checkpoint(conversation, abandoned)
-        return await harness.turn(request.text, on_event=on_event,
+        return await harness.turn(request.text, adapter=request.adapter, on_event=on_event,
                                   client_tools=request.client_tools, stream=request.stream)
 
     async def _conversation(self, request: TurnRequest, held: list[str]) -> Conversation:
@@ -298,7 +290,7 @@ class Runner:
         return resources
 
 
-def _send(job: Job, item: tuple[str, Any]) -> None:
+def _send(job: Job, item: JobItem) -> None:
     try:
         job.send.send_nowait(item)
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -1,0 +1,60 @@
+"""The text a model reads of an MCP result: content blocks described, capped in size.
+
+Nothing here imports ``mcp``: the SDK's objects are read by attribute.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+
+def cap_text(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, head and tail kept, with a marker."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    head = limit - tail
+    dropped = len(text) - head - tail
+    return f"{text[:head]}\n[... mol dropped {dropped} characters of this result ...]\n{text[-tail:]}"
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return len(data)
+
+
+def describe_block(block: Any) -> str:
+    """Text a model reads for one MCP content block (text as is, others described)."""
+    kind = getattr(block, "type", "unknown")
+    if kind == "text":
+        return block.text
+    if kind in ("image", "audio"):
+        return f"[{kind}: {block.mime_type}, {_decoded_size(block.data)} bytes]"
+    if kind == "resource_link":
+        mime = f", {block.mime_type}" if getattr(block, "mime_type", None) else ""
+        return f"[resource link: {block.uri} ({block.name}{mime})]"
+    if kind == "resource":
+        return describe_resource(block.resource)
+    return f"[{kind} content]"
+
+
+def describe_resource(contents: Any) -> str:
+    """Text of one resource's contents (text as is, blobs described)."""
+    text = getattr(contents, "text", None)
+    if text is not None:
+        return text
+    mime = getattr(contents, "mime_type", None) or "application/octet-stream"
+    return f"[resource {contents.uri}: {mime}, {_decoded_size(contents.blob)} bytes]"
+
+
+def result_text(content: list[Any], structured: Any, limit: int) -> str:
+    """The text of a ``tools/call`` result: its content blocks, else its structured content."""
+    parts = [describe_block(block) for block in content]
+    if not parts and structured is not None:
+        parts = [json.dumps(structured, ensure_ascii=False, default=str)]
+    return cap_text("\n".join(parts), limit)

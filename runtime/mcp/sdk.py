@@ -1,0 +1,190 @@
+"""The boundary to the ``mcp`` SDK: the only module that imports it.
+
+It opens the SDK client over a transport (a stdio server process mol owns,
+or streamable HTTP with the configured headers), and reads what the SDK hands
+back: which failures are SDK errors, change notifications, protocol eras.
+The SDK is imported inside functions: importing it costs more than a second,
+which ``mol --help`` and sessions without MCP must not pay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mol.runtime import __version__
+from mol.runtime.errors import MCPStartupError
+from mol.runtime.mcp.process import LineTooLong, ServerProcess, server_environment
+
+logger = logging.getLogger("mol.mcp")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An SDK failure of one request, in mol's words."""
+
+    message: str
+    closed: bool = False
+    """The connection itself closed."""
+
+
+def failure_of(exc: Exception) -> Failure | None:
+    """What an exception raised by an SDK request means, or None when it is not the SDK's."""
+    from mcp.shared.exceptions import MCPError as SDKError
+    from mcp_types import CONNECTION_CLOSED
+    from pydantic import ValidationError
+
+    if isinstance(exc, SDKError):
+        return Failure(f"failed: {exc}", closed=exc.code == CONNECTION_CLOSED)
+    if isinstance(exc, ValidationError):
+        return Failure(f"returned an invalid result: {exc.errors()[0]['msg']}")
+    return None
+
+
+def is_tools_changed(message: Any) -> bool:
+    """Whether a server message says its tool list changed (handshake era)."""
+    from mcp import types
+
+    return isinstance(message, types.ToolListChangedNotification)
+
+
+def is_modern(protocol_version: str | None) -> bool:
+    """Whether a negotiated version is of the 2026-07-28 stateless era."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+_sdk_loaded = False
+
+
+async def load() -> None:
+    """Import the SDK in a worker thread, once: it takes over a second, which must
+    neither block the event loop nor count against a server's startup timeout."""
+    global _sdk_loaded
+    if not _sdk_loaded:
+        await anyio.to_thread.run_sync(_import_sdk)
+        _sdk_loaded = True
+
+
+def _import_sdk() -> None:
+    import httpx2  # noqa: F401
+    import mcp
+    import mcp.client.streamable_http
+    import mcp.shared.message  # noqa: F401
+
+
+async def open_client(conn: Any, stack: AsyncExitStack, base_dir: Path) -> Any:
+    """The SDK client of ``conn`` (a ``Connection``), entered on ``stack``."""
+    from mcp import Client
+    from mcp.types import Implementation
+
+    config = conn.config
+    if config.command is not None:
+        transport = _stdio_transport(conn, base_dir)
+    else:
+        transport = await _http_transport(conn, stack)
+    client = Client(transport, mode="auto", cache=None, message_handler=conn.on_message,
+                    client_info=Implementation(name="mol", version=__version__))
+    return await stack.enter_async_context(client)
+
+
+async def _pump_in(conn: Any, proc: ServerProcess, read_send: Any) -> None:
+    """Server stdout -> the SDK: a line of garbage, an overlong line or EOF ends the
+    connection (naming the exit status when the process died)."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    async with read_send:
+        try:
+            async for line in proc.lines():
+                if not line.strip():
+                    continue
+                try:
+                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError:
+                    conn.fail(f"wrote a line that is not JSON-RPC to stdout: {line[:200]!r}")
+                    return
+                await read_send.send(SessionMessage(message))
+        except LineTooLong as exc:
+            conn.fail(f"wrote {exc}")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        await anyio.sleep(0.2)  # let the exit watcher name the exit status
+        conn.fail(proc.describe_exit())
+
+
+@asynccontextmanager
+async def _stdio_transport(conn: Any, base_dir: Path) -> AsyncIterator[Any]:
+    """Streams to a server process mol spawns: a line of garbage or an exit ends the connection."""
+    config = conn.config
+    command = config.command
+    if "/" in command and not Path(command).is_absolute():
+        command = str((base_dir / command).resolve())
+    cwd = (base_dir / config.cwd).resolve() if config.cwd else None
+    env = server_environment(config.env, config.env_vars)
+    async with ServerProcess([command, *config.args], env=env, cwd=cwd, label=conn.name) as proc:
+        conn.process = proc
+        read_send, read_recv = anyio.create_memory_object_stream[Any](0)
+        write_send, write_recv = anyio.create_memory_object_stream[Any](0)
+
+        async def pump_out() -> None:
+            async with write_recv:
+                async for message in write_recv:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        await proc.send(data.encode() + b"\n")
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                        conn.fail(f"stopped reading its stdin ({proc.describe_exit()})")
+                        return
+
+        async def watch_exit() -> None:
+            await proc.wait_exit()
+            conn.fail(proc.describe_exit())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_pump_in, conn, proc, read_send)
+            tg.start_soon(pump_out)
+            tg.start_soon(watch_exit)
+
+            async def end_on_close() -> None:
+                await conn.closed.wait()
+                read_send.close()  # EOF for the SDK: it fails pending requests at once
+
+            tg.start_soon(end_on_close)
+            try:
+                yield read_recv, write_send
+            finally:
+                tg.cancel_scope.cancel()
+                for stream in (read_send, read_recv, write_send, write_recv):
+                    stream.close()
+
+
+async def _http_transport(conn: Any, stack: AsyncExitStack) -> Any:
+    """The SDK's streamable HTTP transport with the configured headers."""
+    import os
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    config = conn.config
+    headers = dict(config.http_headers)
+    for header, var in config.env_http_headers.items():
+        if var in os.environ:
+            headers[header] = os.environ[var]
+        else:
+            logger.warning("MCP server %r: %s for header %s is not set", conn.name, var, header)
+    if config.bearer_token_env_var:
+        token = os.environ.get(config.bearer_token_env_var)
+        if not token:
+            raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
+        headers["Authorization"] = f"Bearer {token}"
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    await stack.enter_async_context(http)
+    return streamable_http_client(config.url, http_client=http)

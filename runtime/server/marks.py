@@ -1,0 +1,70 @@
+"""Points of a conversation (marks) and forks.
+
+Views only grow at their end, so a point of a conversation is fully described
+by its view lengths, its pending summaries and its number of turns. A request
+that continues from the conversation's current point (or from a point followed
+only by interrupted turns) continues it in place; one that continues from an
+older point (a regenerated answer, an edited message, an older
+``previous_response_id``) forks a new conversation cut at that point: exact,
+with no replay and the prefix cache still valid for the shared part.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from dataclasses import replace
+from typing import Any
+
+from mol.runtime.views import Conversation, TurnRecord
+
+
+def mark_of(conversation: Conversation) -> dict[str, Any]:
+    """The current point of ``conversation``."""
+    return {"lengths": {a: len(v) for a, v in conversation.views.items()},
+            "pending": copy.deepcopy(conversation.pending),
+            "turns": len(conversation.turns)}
+
+
+def continues_in_place(conversation: Conversation, mark: dict[str, Any]) -> bool:
+    """Whether a request from ``mark`` may extend ``conversation`` itself: nothing but
+    interrupted turns happened since (their partial views stay, as history)."""
+    later = conversation.turns[mark["turns"]:]
+    if any(turn.status != "interrupted" for turn in later):
+        return False
+    lengths = mark["lengths"]
+    if later:
+        return all(len(conversation.views.get(a, [])) >= n for a, n in lengths.items())
+    return all(len(view) == lengths.get(a, 0) for a, view in conversation.views.items())
+
+
+def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
+    """A new conversation equal to ``conversation`` at ``mark``."""
+    views = {a: copy.deepcopy(conversation.views.get(a, [])[:n])
+             for a, n in mark["lengths"].items()}
+    turns = [replace(t, tools=list(t.tools)) for t in conversation.turns[:mark["turns"]]]
+    return Conversation(id="conv_" + secrets.token_hex(8), views=views,
+                        pending=copy.deepcopy(mark["pending"]), turns=turns)
+
+
+UNANSWERED = "[no result: the client went on without returning this tool call's result]"
+
+
+def abandon_waiting(conversation: Conversation) -> TurnRecord | None:
+    """A new user turn while the last turn waits for client tool results: the client went
+    on without them. Answer the open calls with a placeholder (appended, so the view stays
+    a valid transcript and its prefix unchanged) and mark that turn interrupted."""
+    if not conversation.turns or conversation.turns[-1].status != "waiting":
+        return None
+    record = conversation.turns[-1]
+    view = conversation.view(record.adapter)
+    open_calls: list[str] = []
+    for message in view:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            open_calls = [call["id"] for call in message["tool_calls"]]
+        elif message.get("role") == "tool" and message.get("tool_call_id") in open_calls:
+            open_calls.remove(message["tool_call_id"])
+    conversation.commit(record.adapter, [{"role": "tool", "tool_call_id": call_id,
+                                          "content": UNANSWERED} for call_id in open_calls])
+    record.status = "interrupted"
+    return record

@@ -1,0 +1,183 @@
+"""Request bodies of both APIs in mol's plain message form, checked field by field.
+
+Chat Completions ``messages`` and Responses ``input`` items both become
+chat-shaped messages (``role``, ``content``, ``tool_calls``, ``tool_call_id``);
+every problem is a 400 naming the field in that API's own terms. ``split``
+separates the history from the new user turn or the trailing tool results;
+``fingerprint`` names a client-visible transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from mol.runtime.server.http import ApiError, field, json_kind
+from mol.runtime.views import adapter_of_call
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def fingerprint(messages: list[dict[str, Any]]) -> str:
+    """A digest of a client-visible transcript (normalized messages)."""
+    canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "chat:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def normalize(raw: Any, where: str) -> dict[str, Any]:
+    """One client message in mol's plain form, checked field by field."""
+    if not isinstance(raw, dict):
+        raise ApiError(400, f"'{where}' must be an object", param=where)
+    role = field(raw, "role", str, required=True, where=f"{where}.")
+    if role not in ROLES:
+        raise ApiError(400, f"'{where}.role' must be one of {', '.join(ROLES)}; got {role!r}",
+                       param=f"{where}.role")
+    message: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                               "content": text_of(raw.get("content"), f"{where}.content")}
+    if role == "tool":
+        message["tool_call_id"] = field(raw, "tool_call_id", str, required=True,
+                                        where=f"{where}.")
+    if role == "assistant" and raw.get("tool_calls"):
+        calls = field(raw, "tool_calls", list, where=f"{where}.")
+        message["tool_calls"] = [_call(c, f"{where}.tool_calls[{i}]") for i, c in
+                                 enumerate(calls)]
+    return message
+
+
+def _call(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ApiError(400, f"'{where}' must be an object", param=where)
+    function = field(raw, "function", dict, required=True, where=f"{where}.")
+    return {"id": field(raw, "id", str, required=True, where=f"{where}."), "type": "function",
+            "function": {"name": field(function, "name", str, required=True,
+                                       where=f"{where}.function."),
+                         "arguments": field(function, "arguments", str, default="",
+                                            where=f"{where}.function.")}}
+
+
+def split(messages: list[dict[str, Any]], where: str = "messages") -> tuple[
+        list[dict[str, Any]], str | None, dict[str, str] | None]:
+    """``(history, user text, tool results)``: the new last message (or trailing tool
+    results) separated from the history before it."""
+    if not messages:
+        raise ApiError(400, f"'{where}' must not be empty", param=where)
+    if messages[-1]["role"] == "user":
+        return messages[:-1], messages[-1]["content"], None
+    if messages[-1]["role"] != "tool":
+        raise ApiError(400, f"the last entry of '{where}' must be a user message or tool "
+                       f"results, got role {messages[-1]['role']!r}", param=where)
+    start = len(messages)
+    while start > 0 and messages[start - 1]["role"] == "tool":
+        start -= 1
+    results: dict[str, str] = {}
+    for i in range(start, len(messages)):
+        call_id = messages[i]["tool_call_id"]
+        if adapter_of_call(call_id) is None:
+            raise ApiError(400, f"'{where}[{i}].tool_call_id' {call_id!r} was not issued by "
+                           "mol (ids look like call_L2_...)", param=f"{where}[{i}].tool_call_id")
+        results[call_id] = messages[i]["content"]
+    return messages[:start], None, results
+
+
+def client_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The request's ``tools`` (Chat Completions shape), checked."""
+    tools = field(body, "tools", list)
+    if tools is None:
+        return None
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
+        function = field(tool, "function", dict, required=True, where=f"{where}.")
+        field(function, "name", str, required=True, where=f"{where}.function.")
+    return tools
+
+
+def resolve_model(body: dict[str, Any], models: list[str]) -> str | None:
+    """The adapter a request pins (``L0``..``L3``), or None for the routed entry model."""
+    model = field(body, "model", str, required=True)
+    if model not in models:
+        raise ApiError(404, f"the model {model!r} does not exist; 'model' must be one of "
+                       f"{', '.join(models)}", param="model", code="model_not_found")
+    return None if model == models[0] else model
+
+
+def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """``input`` (text or items) as chat-shaped messages."""
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list):
+        raise ApiError(400, "'input' must be a string or an array of items", param="input")
+    messages: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise ApiError(400, f"'{where}' must be an object", param=where)
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append(normalize({"role": item.get("role"), "content": item.get("content")},
+                                      where))
+        elif kind == "function_call":
+            call = {"id": field(item, "call_id", str, required=True, where=f"{where}."),
+                    "type": "function",
+                    "function": {"name": field(item, "name", str, required=True,
+                                               where=f"{where}."),
+                                 "arguments": field(item, "arguments", str, default="",
+                                                    where=f"{where}.")}}
+            if messages and messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            if not isinstance(output, str):
+                raise ApiError(400, f"'{where}.output' must be a string", param=f"{where}.output")
+            messages.append({"role": "tool", "content": output,
+                             "tool_call_id": field(item, "call_id", str, required=True,
+                                                   where=f"{where}.")})
+        else:
+            raise ApiError(400, f"'{where}.type' {kind!r} is not supported; use message, "
+                           "function_call or function_call_output", param=f"{where}.type")
+    return messages
+
+
+def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Responses ``tools`` (flat function entries) in the Chat Completions shape."""
+    tools = field(body, "tools", list)
+    if tools is None:
+        return None
+    out = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
+        name = field(tool, "name", str, required=True, where=f"{where}.")
+        function = {"name": name, "parameters": tool.get("parameters") or {"type": "object"}}
+        if isinstance(tool.get("description"), str):
+            function["description"] = tool["description"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def text_of(content: Any, where: str) -> str:
+    """A message ``content``: a string, an array of text parts, or null."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        parts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                raise ApiError(400, f"'{where}[{i}]' must be an object", param=f"{where}[{i}]")
+            if part.get("type") in ("text", "input_text", "output_text"):
+                if not isinstance(part.get("text"), str):
+                    raise ApiError(400, f"'{where}[{i}].text' must be a string",
+                                   param=f"{where}[{i}].text")
+                parts.append(part["text"])
+            else:
+                raise ApiError(400, f"'{where}[{i}].type' {part.get('type')!r} is not "
+                               "supported: mol takes text parts", param=f"{where}[{i}].type")
+        return "".join(parts)
+    raise ApiError(400, f"'{where}' must be a string, an array of parts or null, got "
+                   f"{json_kind(content)}", param=where)

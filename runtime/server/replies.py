@@ -1,0 +1,86 @@
+"""What the two APIs' replies share: reading a turn's typed events, and the route tail.
+
+A ``Reply`` reads the events of one ``Job`` (``mol.runtime.server.runner``)
+and hands its subclass (a chat completion, a Responses object) exactly what it
+renders: ``TextDelta`` and ``ToolCallDelta`` while streaming, then one outcome:
+``Answered``, ``ClientToolsRequested`` or an ``ApiError``. ``respond`` is the
+tail both routes share: wait for the first item, answer an error at once,
+else a JSON body or a stream.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from mol.runtime import events as ev
+from mol.runtime.harness import TurnResult
+from mol.runtime.server.http import ApiError
+from mol.runtime.server.runner import Job, Runner
+
+Outcome = ev.Answered | ev.ClientToolsRequested | ApiError
+"""How a turn ends, as a reply sees it."""
+Item = ev.TextDelta | ev.ToolCallDelta | Outcome
+
+
+class Reply:
+    """Reads one job's events; subclasses render them in their API's shape."""
+
+    id_prefix = "reply-"
+
+    def __init__(self, model: str, job: Job, runner: Runner) -> None:
+        self.model, self.job, self.runner = model, job, runner
+        self.id = self.id_prefix + secrets.token_hex(12)
+        self.created = int(time.time())
+        self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.cached_tokens = 0
+        """Prompt tokens the engine served from its prefix cache, when it says."""
+
+    async def items(self) -> AsyncIterator[Item]:
+        """Deltas (streaming only), then exactly one outcome."""
+        stream = self.job.request.stream
+        async for item in self.job.outcomes():
+            if isinstance(item, ApiError):
+                yield item
+                return
+            if isinstance(item, TurnResult):  # the turn ended without its outcome event
+                yield (ev.ClientToolsRequested(item.adapter, item.client_calls)
+                       if item.status == "waiting" else
+                       ev.Answered(item.adapter, item.answer, item.stopped))
+                return
+            if isinstance(item, ev.ModelCalled):
+                ev.add_usage(self.usage, item.usage)
+                self.cached_tokens += item.usage.get("cached_tokens") or 0
+            elif isinstance(item, ev.TextDelta | ev.ToolCallDelta) and stream:
+                yield item
+            elif isinstance(item, ev.Answered | ev.ClientToolsRequested):
+                yield item
+                return
+
+
+async def respond(reply: Reply, stream: bool,
+                  complete: Callable[[Outcome], Awaitable[dict[str, Any]]],
+                  streamed: Callable[[Item, AsyncIterator[Item]], AsyncIterator[bytes]]
+                  ) -> Response:
+    """The reply to a started turn: an error at once, else the JSON body or the stream.
+
+    ``complete(outcome)`` builds the non-streaming body; ``streamed(first, rest)``
+    yields the server-sent events from the first item on.
+    """
+    items = reply.items()
+    first = await anext(items)
+    if isinstance(first, ApiError):
+        await items.aclose()
+        return first.response()
+    if not stream:
+        try:
+            # Without streaming no deltas are passed on: the first item is the outcome.
+            assert not isinstance(first, ev.TextDelta | ev.ToolCallDelta)
+            return JSONResponse(await complete(first))
+        finally:
+            await items.aclose()
+    return StreamingResponse(streamed(first, items), media_type="text/event-stream")

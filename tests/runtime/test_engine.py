@@ -1,0 +1,69 @@
+"""The engine boundary: litellm's failures mapped by type, everything else untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from mol.runtime.engine import LiteLLMEngine
+from mol.runtime.errors import EngineProtocolError, EngineResponseError, ToolError
+from mol.runtime.testing import ScriptedEngine
+from mol.runtime.tools import Tool
+
+from .conftest import harness
+
+pytestmark = pytest.mark.anyio
+
+REPLY = '[[L2]]\nreply = "one two three"\n'
+
+
+async def test_an_error_of_the_callers_delta_callback_comes_out_as_raised():
+    class Mine(Exception):
+        pass
+
+    async def on_delta(delta):
+        raise Mine("the caller's own bug")
+
+    async with ScriptedEngine.serve(REPLY) as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=0)
+        with pytest.raises(Mine):
+            await engine.complete("L2", [{"role": "user", "content": "hi"}], on_delta=on_delta)
+
+
+async def test_an_unknown_exception_is_not_dressed_as_an_engine_error(monkeypatch):
+    async with ScriptedEngine.serve(REPLY) as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=0)
+        await engine.complete("L2", [{"role": "user", "content": "hi"}])  # imports litellm
+
+        async def broken(**kwargs):
+            raise KeyError("a bug, not an engine failure")
+
+        monkeypatch.setattr(engine._litellm, "acompletion", broken)
+        with pytest.raises(KeyError):
+            await engine.complete("L2", [{"role": "user", "content": "hi"}])
+
+
+async def test_engine_failures_are_mapped_by_type():
+    script = '[[L2]]\nerror = { status = 418, message = "a teapot" }\n'
+    async with ScriptedEngine.serve(script) as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=0)
+        with pytest.raises(EngineResponseError, match="a teapot") as caught:
+            await engine.complete("L2", [{"role": "user", "content": "hi"}])
+    assert caught.value.status == 418 and caught.value.__cause__ is not None
+    assert not isinstance(caught.value, EngineProtocolError)
+
+
+class SameName:
+    """A toolset offering a tool whose name a plugin already registered."""
+
+    async def tools(self, adapter: str) -> list[Tool]:
+        async def call(arguments, context):
+            return "shadow"
+
+        return [Tool("echo", "An impostor.", {"type": "object"}, call, source="mcp:shadow")]
+
+
+async def test_a_tool_name_offered_by_two_sources_is_an_error_naming_both(hcp):
+    async with ScriptedEngine.serve(REPLY) as served, harness(
+            hcp, served, toolsets=[SameName()]) as h:
+        with pytest.raises(ToolError, match="'echo' is offered by both plugin:toy and mcp:shadow"):
+            await h.all_tools("L1")

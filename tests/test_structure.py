@@ -1,0 +1,126 @@
+"""The shape of the code: no import cycles, short modules and functions.
+
+The import graph is built with ``ast`` from every module of the five code
+folders, counting imports inside functions too (a lazy import still ties two
+modules together). ``from a.b import c`` is an edge to ``a.b.c`` when that is a
+module, else to ``a.b``; a package's ``__init__`` is only a node when something
+imports the package itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = ("runtime", "plugins", "hcp", "sandboxes", "skills")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def modules(root: Path, folders: tuple[str, ...], prefix: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under ``folders`` of ``root``."""
+    found = {}
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([prefix, *parts] if prefix else parts)] = path
+    return found
+
+
+def import_graph(found: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``found`` it imports (anywhere in its body)."""
+    graph: dict[str, set[str]] = {name: set() for name in found}
+    for name, path in found.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in found else base
+                           for alias in node.names]
+            for target in targets:
+                while target and target not in found:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_the_code_folders_have_no_import_cycle() -> None:
+    graph = import_graph(modules(ROOT, CODE, "mol"))
+    assert len(graph) > 50  # the walk really found the code
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path: Path) -> None:
+    toy = tmp_path / "toy"
+    (toy / "sub").mkdir(parents=True)
+    (toy / "__init__.py").write_text("")
+    (toy / "a.py").write_text("from toy.sub import b\n")
+    (toy / "sub" / "__init__.py").write_text("")
+    (toy / "sub" / "b.py").write_text("def later():\n    from ..c import thing\n")
+    (toy / "c.py").write_text("import toy.a\nthing = 1\n")
+    (toy / "d.py").write_text("from toy import a\n")  # imports into the cycle, not part of it
+    graph = import_graph(modules(tmp_path, ("toy",), ""))
+    assert graph["toy.sub.b"] == {"toy.c"}
+    assert cycles(graph) == [["toy.a", "toy.c", "toy.sub.b"]]
+    (toy / "c.py").write_text("thing = 1\n")
+    assert cycles(import_graph(modules(tmp_path, ("toy",), ""))) == []
+
+
+def test_modules_and_functions_stay_short() -> None:
+    files = [path for folder in CODE for path in sorted((ROOT / folder).rglob("*.py"))]
+    too_long = []
+    for path in files:
+        source = path.read_text()
+        where = path.relative_to(ROOT)
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{where}: {len(source.splitlines())} lines")
+        too_long += [f"{where}: {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+                     for node in ast.walk(ast.parse(source))
+                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                     and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert files and too_long == []
