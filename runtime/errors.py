@@ -29,6 +29,8 @@ keep their cause (``raise ... from exc``)::
     │   └── PathEscape              a file path points outside the workspace
     ├── ConversationError         a conversation cannot continue as asked (exit 2)
     ├── SkillError                a skill folder is invalid (mol.skills)
+    ├── GenUIError                generated UI cannot be checked or previewed (mol.genui)
+    │   └── GenUISetupError         the npm toolchain is missing: run ``mol genui setup``
     ├── SessionError              the session store failed
     │   └── SessionNotFound         no session or response with that id
     └── ServerError               the HTTP server cannot start as configured
@@ -205,6 +207,16 @@ class SkillError(MolError):
     """A skill folder or its ``SKILL.md`` is invalid."""
 
     exit_code = 2
+
+
+class GenUIError(MolError):
+    """Generated UI cannot be checked or previewed: the checker failed to run (a problem *in*
+    the UI is a report the model reads, never this)."""
+
+
+class GenUISetupError(GenUIError):
+    """The GenUI npm toolchain (esbuild, TypeScript, the A2UI renderer) is not installed or is
+    out of date; ``mol genui setup`` installs it."""
 
 
 class SessionError(MolError):

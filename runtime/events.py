@@ -141,6 +141,22 @@ class Answered(Event):
 
 
 @dataclass(frozen=True)
+class GenUIChecked(Event):
+    """Generated UI in an answer (or a ``render_ui`` call) was checked (``mol.genui``)."""
+
+    adapter: str
+    attempt: int
+    """0 for the first answer of the turn, then 1, 2, ... for each repair round."""
+    valid: bool
+    """Whether every UI checked is valid."""
+    final: bool
+    """Whether the turn reports this verdict: the UI is valid, or no repair round is left."""
+    uis: list[dict[str, Any]]
+    """Each UI checked (``Checked.to_dict()``: kind, valid, messages or code, problems)."""
+    type: str = _kind("genui")
+
+
+@dataclass(frozen=True)
 class Failed(Event):
     """Something went wrong (the turn may still complete)."""
 

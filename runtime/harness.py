@@ -286,6 +286,9 @@ class Harness:
         the pending summaries, now consumed), else it resumes a waiting turn."""
         all_tools = await self.all_tools(adapter)
         config = self.artifact.doc.adapter(adapter)
+        review = _review(adapter, config, emit)
+        if review is not None and config.genui.tool:  # type: ignore[union-attr]
+            all_tools = _with(all_tools, review.tool())
         tools = self._by_policy(adapter, all_tools)
         first = {"commit": opens}
 
@@ -304,7 +307,8 @@ class Harness:
             all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,
             emit=emit, commit=commit, plugin_hook=self.plugins.hook,
             command_hooks=self.artifact.doc.hooks, base_dir=self.artifact.base_dir,
-            approve=self.approve, stream=stream)
+            approve=self.approve, stream=stream and review is None,
+            review=review.answer if review is not None else None)
 
     def _emitter(self, on_event: ev.OnEvent | None,
                  result: TurnResult) -> Callable[[ev.Event], Awaitable[None]]:
@@ -320,6 +324,24 @@ class Harness:
     async def _checkpoint(self, record: TurnRecord) -> None:
         if self.checkpoint is not None:
             await self.checkpoint(self.conversation, record)
+
+
+def _review(adapter: str, config: Any, emit: Callable[[ev.Event], Awaitable[None]]) -> Any:
+    """The turn's GenUI checks when the adapter has them on. Its answers are then not
+    streamed: a UI reaches the client only once checked (or out of repair rounds)."""
+    if not config.genui_on():
+        return None
+    from mol.genui.review import Review
+
+    return Review(adapter, config.genui, emit)
+
+
+def _with(tools: dict[str, Tool], tool: Tool) -> dict[str, Tool]:
+    other = tools.get(tool.name)
+    if other is not None:
+        raise ToolError(f"tool {tool.name!r} is offered by both {other.source} and "
+                        f"{tool.source}; rename or disable one of them")
+    return {**tools, tool.name: tool}
 
 
 def _client_tools(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:

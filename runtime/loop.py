@@ -1,11 +1,12 @@
 """The agent loop: model -> tool calls -> results (pinned to the caller) -> model -> answer.
 
-Runs on one adapter's view until the model answers without tool calls, the
-adapter's ``max_steps`` or token budget is reached, or the model calls a tool
-the client provides (the turn then waits for the client's results). Messages
-are committed to the view only at consistent points (an answer, or a tool-call
-message together with all its results), so a cancelled turn never leaves a
-half-written view.
+Runs on one adapter's view until the model answers without tool calls (and the
+answer's reviewer, if any, accepts it), the adapter's ``max_steps`` or token
+budget is reached, or the model calls a tool the client provides (the turn then
+waits for the client's results). Messages are committed to the view only at
+consistent points (an answer, or a tool-call message together with all its
+results), so a cancelled turn never leaves a half-written view; an answer sent
+back for revision stays pending, with its feedback, until one of those points.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class LoopEnv:
     base_dir: Any = None
     approve: Approver | None = None
     stream: bool = False
+    review: Callable[[str], Awaitable[str | None]] | None = None
+    """``await review(answer)``: feedback that sends the answer back for revision (a user
+    message; the answer and it are appended, never replacing anything), or None to accept
+    it. The GenUI repair rounds (``mol.genui.review``) use it."""
 
 
 def tool_specs(env: LoopEnv) -> list[dict[str, Any]]:
@@ -100,6 +105,10 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
         if not calls:
             message["content"] = completion.content
+            feedback = await env.review(completion.content) if env.review else None
+            if feedback is not None:
+                pending = [*pending, message, {"role": "user", "content": feedback}]
+                continue
             outcome.answer = completion.content
             await env.commit([*pending, message], answer=outcome.answer)
             return outcome

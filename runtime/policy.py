@@ -15,6 +15,8 @@ Decision = Literal["allow", "ask", "deny", "hidden"]
 
 SKILL_TOOLS = ("load_skill", "read_skill_file")
 """Tools implicitly allowed to an adapter that lists skills (progressive disclosure)."""
+GENUI_TOOLS = ("render_ui",)
+"""Tools implicitly allowed to an adapter whose ``genui`` checks are on with ``tool``."""
 
 
 def _matches(name: str, patterns: list[str]) -> bool:
@@ -31,6 +33,8 @@ def decide(name: str, adapter: AdapterConfig) -> Decision:
     if _matches(name, policy.allow):
         return "allow"
     if adapter.skills and name in SKILL_TOOLS:
+        return "allow"
+    if name in GENUI_TOOLS and adapter.genui_on() and adapter.genui.tool:  # type: ignore[union-attr]
         return "allow"
     return "hidden"
 
