@@ -9,7 +9,9 @@ located by line and column of the answer (or of the file).
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import OrderedDict
 from typing import Any
 
 import anyio
@@ -37,7 +39,25 @@ async def check_tsx(code: str, chain: Toolchain, *, first_line: int = 1,
     return result
 
 
+RECENT = 32
+"""Verdicts remembered per process: a check is deterministic for one toolchain, and the
+preview of a response re-checks (to compile) what its turn checked a moment before."""
+_recent: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+
 async def _run(chain: Toolchain, code: str) -> str:
+    key = (str(chain.home), hashlib.sha256(code.encode()).hexdigest())
+    if key in _recent:
+        _recent.move_to_end(key)
+        return _recent[key]
+    raw = await _node(chain, code)
+    _recent[key] = raw
+    while len(_recent) > RECENT:
+        _recent.popitem(last=False)
+    return raw
+
+
+async def _node(chain: Toolchain, code: str) -> str:
     command = [chain.node, chain.script("check.mjs"), str(chain.home), str(STUBS)]
     payload = json.dumps({"code": code}).encode()
     try:

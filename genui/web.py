@@ -30,10 +30,19 @@ def page_response(uis: list[Checked], request: Any, title: str = "GenUI preview"
         "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
 
-async def serve_asset(request: Any) -> Any:
-    """``GET /ui/assets/{name}``: a module of the GenUI cache, or 404."""
-    from starlette.responses import FileResponse, PlainTextResponse
+CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET",
+        "Access-Control-Allow-Headers": "authorization", "Access-Control-Max-Age": "3600"}
+"""Answers to a frame's preflight: a client that sends its key with every request (a
+browser told to add the header, say) still gets the modules."""
 
+
+async def serve_asset(request: Any) -> Any:
+    """``GET /ui/assets/{name}``: a module of the GenUI cache, or 404 (``OPTIONS``: the
+    CORS preflight)."""
+    from starlette.responses import FileResponse, PlainTextResponse, Response
+
+    if request.method == "OPTIONS":
+        return Response(status_code=204, headers=CORS)
     name = request.path_params["name"]
     found = asset(toolchain.find().assets, name)
     if found is None:
@@ -47,7 +56,7 @@ def asset_route() -> Any:
     """The route serving the preview's modules."""
     from starlette.routing import Route
 
-    return Route(ASSETS + "/{name:path}", serve_asset, methods=["GET"])
+    return Route(ASSETS + "/{name:path}", serve_asset, methods=["GET", "OPTIONS"])
 
 
 def preview_app(uis: list[Checked], title: str) -> Any:

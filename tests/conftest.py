@@ -3,10 +3,17 @@ the code folders by their bare names.)"""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's chromium, the only browser the tests drive (``.ci/run`` installs it)."""
+BROWSER_DRIVER = Path(__file__).parent / "genui" / "browser.mjs"
 
 
 @pytest.fixture
@@ -34,3 +41,17 @@ def minimal_hcp(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def browse(chain: Any, tmp_path: Path, url: str, shot: str,
+           **plan: Any) -> dict[str, Any]:
+    """Open ``url`` in headless chromium, saving a screenshot as ``tmp_path/shot``; what the
+    page showed (``tests/genui/browser.mjs`` documents the plan and the answer); ``chain`` is
+    the GenUI toolchain, whose playwright-core drives the browser."""
+    plan = {"url": url, "screenshot": str(tmp_path / shot),
+            "profile": str(tmp_path / f"profile-{shot}"), **plan}
+    done = subprocess.run([chain.node, str(BROWSER_DRIVER),
+                           str(chain.home), json.dumps(plan)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)

@@ -21,6 +21,8 @@ const NETWORK = new Set(["fetch", "XMLHttpRequest", "WebSocket", "EventSource", 
 const APP = join(home, "ui", "app.tsx");
 
 const problem = (line, column, message, rule) => ({ line, column, message, rule });
+const NO_DEFAULT = problem(1, 1, "the module has no default export: export the component " +
+  "with `export default function App() { ... }`", "export");
 
 // The preview runs the module inside a sandboxed frame: this entry mounts its default export
 // under an error guard that reports to the host page.
@@ -65,9 +67,11 @@ async function compile(code) {
     });
     return { compiled: result.outputFiles[0].text, problems: [] };
   } catch (failure) {
-    const problems = (failure.errors || [{ text: String(failure) }]).map((error) => problem(
-      error.location ? error.location.line : 1, error.location ? error.location.column + 1 : 1,
-      error.text, "syntax"));
+    const problems = (failure.errors || [{ text: String(failure) }]).map((error) =>
+      error.location && error.location.file === "bootstrap.js"
+        ? NO_DEFAULT  // the mount found nothing to import: the module exports no default
+        : problem(error.location ? error.location.line : 1,
+          error.location ? error.location.column + 1 : 1, error.text, "syntax"));
     return { compiled: null, problems };
   }
 }
@@ -150,10 +154,7 @@ function forbiddenProblems(prog, file) {
   visit(file);
   const module = checker.getSymbolAtLocation(file);
   const exported = module ? checker.getExportsOfModule(module).map((s) => s.escapedName) : [];
-  if (!exported.includes("default")) {
-    found.push(problem(1, 1, "the module has no default export: export the component with " +
-      "`export default function App() { ... }`", "export"));
-  }
+  if (!exported.includes("default")) found.push(NO_DEFAULT);
   return { found, refused };
 }
 

@@ -2,8 +2,9 @@
 
 Routes: ``GET /health`` (no auth), ``GET /v1/models``, ``POST /v1/chat/completions``
 (``chat``), ``POST /v1/responses`` and ``GET /v1/responses/{id}``
-(``responses``). Every other route needs the bearer key
-(``auth``). Turns run in the background ``Runner``
+(``responses``), ``GET /ui/{id}`` (the preview of a response's generated UI, ``genui``)
+and its modules under ``/ui/assets/`` (no auth: static files). Every other route needs the
+bearer key (``auth``). Turns run in the background ``Runner``
 (``runner``) and are checkpointed into the session store.
 
 ``create_app`` builds the ASGI app; its lifespan opens the runtime (plugins,
@@ -57,8 +58,10 @@ class ServerConfig:
 
 def create_app(config: ServerConfig) -> Any:
     """The ASGI app (wrapped in the auth middleware)."""
+    from mol.genui.web import asset_route
     from mol.runtime.server.auth import BearerAuth
     from mol.runtime.server.chat import chat_completions
+    from mol.runtime.server.genui import ui_page
     from mol.runtime.server.responses import create_response, get_response
 
     routes = [
@@ -67,6 +70,8 @@ def create_app(config: ServerConfig) -> Any:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        Route("/ui/{response_id}", ui_page, methods=["GET"]),
+        asset_route(),
     ]
     app = Starlette(routes=routes, lifespan=_lifespan(config),
                     exception_handlers={ApiError: _api_error, 404: _not_found,

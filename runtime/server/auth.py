@@ -1,4 +1,5 @@
-"""Bearer-key authentication for every route but ``GET /health``, and the bind rules.
+"""Bearer-key authentication for every route but ``GET /health`` and the GenUI preview's
+static modules (``/ui/assets/``), and the bind rules.
 
 The key lives in the file ``MOL_API_KEY_FILE`` names. It is compared in
 constant time (``hmac.compare_digest``) before any routing, so every method and
@@ -22,6 +23,9 @@ from mol.runtime.server.http import ApiError
 KEY_FILE_ENV = "MOL_API_KEY_FILE"
 UNAUTHENTICATED_ENV = "MOL_ALLOW_UNAUTHENTICATED"
 OPEN_PATHS = frozenset({"/health"})
+OPEN_PREFIXES = ("/ui/assets/",)
+"""The GenUI preview's modules: the same static files for everyone (React, the A2UI
+renderer), which a client showing the preview page in a frame cannot send the key for."""
 
 
 def load_key(environ: dict[str, str] | None = None) -> bytes | None:
@@ -59,6 +63,13 @@ def check_bind(host: str, key: bytes | None) -> None:
                           "(127.0.0.1, ::1)")
 
 
+def _open(scope: dict[str, Any]) -> bool:
+    """Whether the request needs no key: ``/health``, or reading a preview module."""
+    path = scope["path"]
+    return path in OPEN_PATHS or (path.startswith(OPEN_PREFIXES) and ".." not in path
+                                  and scope["method"] in ("GET", "HEAD", "OPTIONS"))
+
+
 class BearerAuth:
     """ASGI middleware: 401 in the OpenAI error shape unless the bearer key matches."""
 
@@ -67,7 +78,7 @@ class BearerAuth:
         self.key = key
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or self.key is None or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or self.key is None or _open(scope):
             await self.app(scope, receive, send)
             return
         if self._authorized(scope):

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mol.runtime import events as ev
+from mol.runtime.server.genui import chat_metadata
 from mol.runtime.server.http import ApiError, field, read_json, sse
 from mol.runtime.server.messages import client_tools, fingerprint, normalize, resolve_model, split
 from mol.runtime.server.replies import Item, Outcome, Reply, respond
@@ -78,10 +79,16 @@ class ChatReply(Reply):
             message["content"] = outcome.text
             finish = "length" if outcome.stopped else "stop"
         await self.finish(message)
-        return {"id": self.id, "object": "chat.completion", "created": self.created,
+        body = {"id": self.id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "choices": [{"index": 0, "message": message,
                                                   "finish_reason": finish, "logprobs": None}],
                 "usage": self._usage()}
+        return self._with_metadata(body)
+
+    def _with_metadata(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` with mol's ``metadata`` (the generated UI, when the turn checked one)."""
+        metadata = chat_metadata(self.genui)
+        return {**body, "metadata": metadata} if metadata else body
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None,
                usage_too: bool = False) -> bytes:
@@ -91,7 +98,7 @@ class ChatReply(Reply):
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
         if usage_too:
             chunk["usage"] = None
-        return sse(chunk)
+        return sse(self._with_metadata(chunk) if finish else chunk)
 
     async def chunks(self, first: Item, rest: AsyncIterator[Item],
                      usage_too: bool) -> AsyncIterator[bytes]:

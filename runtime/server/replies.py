@@ -39,6 +39,8 @@ class Reply:
         self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
         self.cached_tokens = 0
         """Prompt tokens the engine served from its prefix cache, when it says."""
+        self.genui: ev.GenUIChecked | None = None
+        """The turn's last generated-UI check (``mol.runtime.server.genui`` renders it)."""
 
     async def items(self) -> AsyncIterator[Item]:
         """Deltas (streaming only), then exactly one outcome."""
@@ -55,6 +57,8 @@ class Reply:
             if isinstance(item, ev.ModelCalled):
                 ev.add_usage(self.usage, item.usage)
                 self.cached_tokens += item.usage.get("cached_tokens") or 0
+            elif isinstance(item, ev.GenUIChecked):
+                self.genui = item
             elif isinstance(item, ev.TextDelta | ev.ToolCallDelta) and stream:
                 yield item
             elif isinstance(item, ev.Answered | ev.ClientToolsRequested):

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from mol.runtime import events as ev
+from mol.runtime.server.genui import response_item
 from mol.runtime.server.http import ApiError, field, read_json, sse
 from mol.runtime.server.messages import chat_tools, input_messages, resolve_model, split
 from mol.runtime.server.replies import Item, Outcome, Reply, respond
@@ -114,7 +115,13 @@ class ResponseReply(Reply):
             raise outcome
         if isinstance(outcome, ev.ClientToolsRequested):
             return await self.finish_response([self.call_item(c) for c in outcome.calls])
-        return await self.finish_response([self.message_item(outcome.text)])
+        return await self.finish_response([self.message_item(outcome.text),
+                                           *self._genui_items()])
+
+    def _genui_items(self) -> list[dict[str, Any]]:
+        """The ``mol.genui`` output item, when the turn checked generated UI."""
+        item = response_item(self.genui)
+        return [] if item is None else [item]
 
     def event(self, kind: str, **data: Any) -> bytes:
         """One Responses streaming event, numbered."""
@@ -177,6 +184,12 @@ class ResponseReply(Reply):
                            output_index=0, content_index=0, part=part),
                 self.event("response.output_item.done", output_index=0, item=output[-1])]
         calls = outcome.calls if isinstance(outcome, ev.ClientToolsRequested) else []
+        for item in [] if calls else self._genui_items():
+            output.append(item)
+            pieces += [self.event("response.output_item.added", output_index=len(output) - 1,
+                                  item=item),
+                       self.event("response.output_item.done", output_index=len(output) - 1,
+                                  item=item)]
         for call in calls:
             index, done = len(output), self.call_item(call)
             output.append(done)

@@ -17,7 +17,9 @@ from mol.hcp.loader import load
 from mol.plugins import hookimpl
 from mol.plugins.manager import PluginManager
 
-from ...conftest import hcp_text
+from ...conftest import browse, hcp_text
+
+__all__ = ["browse"]
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
