@@ -160,17 +160,16 @@ class ToolPolicy(Model):
 
 
 class GenUIConfig(Model):
-    """Checks of the generated UI an adapter answers with (``mol.genui``): A2UI messages and
-    UI4A TSX modules are validated, and their problems go back to the adapter for repair."""
+    """Checks of the UI an adapter answers with (A2UI messages, UI4A TSX; ``mol.genui``)."""
 
     enabled: bool = True
-    """Check this adapter's UI (set to false to keep the table but switch the checks off)."""
+    """Check this adapter's UI (false keeps the table but switches the checks off)."""
     repair_rounds: int = Field(default=2, ge=0, le=10)
-    """How many times a UI with problems goes back to the adapter, with the problems, before
-    the turn ends with it reported invalid."""
+    """Times a UI with problems goes back to the adapter (with them) before it is reported
+    invalid."""
     tool: bool = True
-    """Offer the adapter the ``render_ui`` tool (``{"code": TSX}`` or ``{"a2ui": [messages]}``),
-    whose result is the check's verdict, besides UI blocks in the answer."""
+    """Offer the ``render_ui`` tool (``{"code": TSX}`` or ``{"a2ui": [messages]}``), whose
+    result is the check's verdict."""
 
 
 class AdapterConfig(Model):
@@ -192,12 +191,7 @@ class AdapterConfig(Model):
     max_turn_tokens: int | None = Field(default=None, ge=1)
     """Token budget of one turn (prompt + completion over all steps); none when unset."""
     genui: GenUIConfig | None = None
-    """Generated-UI checks and repair rounds; off when unset (the example artifacts turn
-    them on for L3, the GenUI specialist)."""
-
-    def genui_on(self) -> bool:
-        """Whether this adapter's UI is checked."""
-        return self.genui is not None and self.genui.enabled
+    """Generated-UI checks and repair rounds; off when unset (the examples set it for L3)."""
 
 
 class Adapters(Model):

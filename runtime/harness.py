@@ -329,7 +329,7 @@ class Harness:
 def _review(adapter: str, config: Any, emit: Callable[[ev.Event], Awaitable[None]]) -> Any:
     """The turn's GenUI checks when the adapter has them on. Its answers are then not
     streamed: a UI reaches the client only once checked (or out of repair rounds)."""
-    if not config.genui_on():
+    if config.genui is None or not config.genui.enabled:
         return None
     from mol.genui.review import Review
 

@@ -34,7 +34,8 @@ def decide(name: str, adapter: AdapterConfig) -> Decision:
         return "allow"
     if adapter.skills and name in SKILL_TOOLS:
         return "allow"
-    if name in GENUI_TOOLS and adapter.genui_on() and adapter.genui.tool:  # type: ignore[union-attr]
+    genui = adapter.genui
+    if name in GENUI_TOOLS and genui is not None and genui.enabled and genui.tool:
         return "allow"
     return "hidden"
 

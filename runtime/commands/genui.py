@@ -46,7 +46,7 @@ async def check(args: argparse.Namespace) -> int:
         print(json.dumps([ui.to_dict() for ui in uis], indent=2, ensure_ascii=False))
     else:
         for ui in uis:
-            label = f"a2ui {ui.version}" if ui.kind == "a2ui" else "tsx"
+            label = "tsx" if ui.kind == "tsx" else f"a2ui {ui.version or ''}".strip()
             if ui.valid:
                 print(f"{args.file}: {label}: valid")
             for problem in ui.problems:
