@@ -34,7 +34,7 @@ def configure_chat(parser: argparse.ArgumentParser) -> None:
 
 
 class Progress:
-    """Shows what a turn does on stderr (route, tools), for people at a terminal."""
+    """Shows what a turn does on stderr (route, tools, UI checks), for people at a terminal."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -54,6 +54,10 @@ class Progress:
             line = f"{event.name}: {event.content[:200]}"
         elif isinstance(event, ev.Failed):
             line = f"warning: {event.where}: {event.message}"
+        elif isinstance(event, ev.GenUIChecked):
+            count = sum(len(ui["problems"]) for ui in event.uis)
+            line = (f"{event.adapter} UI: " + ("valid" if event.valid else f"{count} problems")
+                    + ("" if event.final else ", sent back for repair"))
         if line:
             print(f"\033[2m[mol] {line}\033[0m", file=sys.stderr, flush=True)
 

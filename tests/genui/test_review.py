@@ -146,3 +146,31 @@ async def test_without_the_toolchain_the_answer_goes_out_unchecked(tmp_path, mon
     [failed] = [e for e in events if isinstance(e, ev.Failed)]
     assert failed.where == "genui" and "mol genui setup" in failed.message
     assert results[0].answer == fenced("ui4a/tsx", BAD_TSX)
+
+
+BROKEN = {
+    "schema violation": ("a2ui", lines(create(), components(
+        {"id": "root", "component": "Text", "text": 5})),
+        "schema", "line 5 /updateComponents/components/0/text"),
+    "unknown component": ("a2ui", lines(create(), components(
+        {"id": "root", "component": "Marquee"})),
+        "unknown-component", "line 5 /updateComponents/components/0/component"),
+    "dangling child": ("a2ui", BAD_A2UI,
+                       "dangling-child", "line 5 /updateComponents/components/0/children/0"),
+    "syntax error": ("ui4a/tsx", "export default function App() {\n  return <p>{</p>;\n}\n",
+                     "syntax", "line 5, column 15"),
+    "type error": ("ui4a/tsx", 'export default function App() {\n  const n: number = "1";\n'
+                   "  return <p>{n}</p>;\n}\n", "type", "line 5, column 9"),
+    "fetch call": ("ui4a/tsx", BAD_TSX, "forbidden", "line 5, column 3"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+async def test_each_broken_ui_from_a_scripted_l3_is_caught_and_located(tmp_path, case):
+    kind, body, rule, where = BROKEN[case]
+    script = {"L3": [{"reply": fenced(kind, body)}]}
+    _, events, requests, _ = await run_turns(tmp_path, script, ["draw it"], rounds=0)
+    [checked] = checks(events)
+    assert (checked.valid, checked.final) == (False, True) and len(requests) == 1
+    found = [(p["rule"], p["where"]) for ui in checked.uis for p in ui["problems"]]
+    assert (rule, where) in found, found
