@@ -76,7 +76,7 @@ class ChatReply(Reply):
             message["tool_calls"], finish = outcome.calls, "tool_calls"
         else:
             message["content"] = outcome.text
-            finish = "length" if outcome.stopped else "stop"
+            finish = _finish_reason(outcome.stopped)
         await self.finish(message)
         return {"id": self.id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "choices": [{"index": 0, "message": message,
@@ -137,7 +137,7 @@ class ChatReply(Reply):
             if not self.sent and outcome.text:  # e.g. a stopped turn's notice: nothing streamed
                 pieces.append(self._chunk({"content": outcome.text}, usage_too=usage_too))
                 content = outcome.text
-            finish = "length" if outcome.stopped else "stop"
+            finish = _finish_reason(outcome.stopped)
             await self.finish({"role": "assistant", "content": content})
         pieces.append(self._chunk({}, finish, usage_too=usage_too))
         if usage_too:
@@ -157,3 +157,11 @@ def _call_fragment(delta: ev.ToolCallDelta) -> dict[str, Any]:
         function["name"] = delta.name
     fragment["function"] = function
     return fragment
+
+
+def _finish_reason(stopped: str) -> str:
+    """``finish_reason`` of a turn that ended with an answer: ``content_filter`` when a hook
+    blocked the prompt, ``length`` when a limit stopped it, else ``stop``."""
+    if stopped == "prompt_blocked":
+        return "content_filter"
+    return "length" if stopped else "stop"
