@@ -39,6 +39,8 @@ MANIFESTS = (".claude-plugin/plugin.json", ".codex-plugin/plugin.json")
 NOT_LOADED = ("agents", "outputStyles", "lspServers", "apps", "monitors")
 """Manifest components mol does not load (reported when present)."""
 _NAME = re.compile(r"^[A-Za-z0-9]+(?:[-][A-Za-z0-9]+)*$")
+_SERVER = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
+"""A server name that gives clean tool names (``mcp__<server>__<tool>``, mol.runtime.mcp.naming)."""
 
 
 @dataclass
@@ -155,17 +157,24 @@ def _load_mcp(bundle: Bundle, declared: list[Any], base_dir: Path, problems: lis
         if data is not None:
             sources.append((str(path), data))
     sources += [(f"{bundle.folder} manifest mcpServers", d) for d in declared if isinstance(d, dict)]
-    roots = {"CLAUDE_PLUGIN_ROOT": bundle.ref, "CLAUDE_PROJECT_DIR": "."}
+    # The server's folder as the artifact names it (absolute for a "~" path, which the
+    # MCP client would not expand).
+    root = str(bundle.folder) if bundle.ref.startswith("~") else bundle.ref
+    roots = {"CLAUDE_PLUGIN_ROOT": root, "CLAUDE_PROJECT_DIR": "."}
     for where, data in sources:
         entries = claude.mcp_entries(data, where)
         problems += entries.problems
         for server, entry in entries.value.items():
-            translated = claude.mcp_server(server, entry, where, bundle.ref, roots)
+            translated = claude.mcp_server(server, entry, where, root, roots)
             bundle.notes += translated.notes
             problems += translated.problems
             if translated.value is None or translated.problems:
                 continue
             name = f"{bundle.name}_{server}"
+            if not _SERVER.match(name):
+                problems.append(f"{where}: mcpServers.{server}: the name must be letters, digits, "
+                                f"'-' and single '_' (mol names it {name!r})")
+                continue
             try:
                 bundle.mcp_servers[name] = MCPServerConfig.model_validate(translated.value)
             except ValidationError as exc:

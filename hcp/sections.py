@@ -81,7 +81,8 @@ class CommandHook(Model):
     timeout: PositiveFloat = 60.0
     """Seconds the hook may take."""
     on_error: Literal["block", "allow"] = "block"
-    """What a crash or timeout of the hook means for the tool call."""
+    """What a crash or timeout of the hook means for the tool call or the prompt (at
+    ``Stop``, ``SubagentStop`` and the events that cannot block, a failure never blocks)."""
 
 
 class HookMatcher(Model):

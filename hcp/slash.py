@@ -107,7 +107,8 @@ def parse(file: Path, bundle: str, root: Path, servers: dict[str, str]) -> Trans
             return out
     tools = data.get("allowed-tools") or []
     if isinstance(tools, str):
-        tools = [t.strip() for t in re.split(r",\s*(?![^()]*\))", tools) if t.strip()]
+        # "Read, Bash(git add:*)" or "Read Bash(git add:*)": split outside parentheses
+        tools = [t for t in re.split(r"[,\s]+(?![^()]*\))", tools) if t]
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
         out.problems.append(f"{where}: allowed-tools: must be a string or a list of strings")
         return out

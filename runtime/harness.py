@@ -77,6 +77,7 @@ class Harness:
         checkpoint: Checkpoint | None = None,
         resources: Resources | None = None,
         sandbox_pool: Any = None,
+        session_started: bool = False,
     ) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
@@ -94,7 +95,9 @@ class Harness:
         """A warm ``SandboxPool`` the session's sandbox is taken from, when one is open."""
         self.hook_sets = lifecycle.hook_sets(artifact)
         """The command hooks: the artifact's own and those of the bundles in use."""
-        self._started = False
+        self._started = session_started
+        """Whether ``SessionStart`` has run (the server's later requests of a conversation
+        pass True: the session goes on in the same server)."""
 
     async def __aenter__(self) -> Harness:
         return self
