@@ -235,7 +235,7 @@ class Harness:
         opening = await prepare(self.artifact, self.conversation, self.hook_sets, text, emit,
                                 first)
         if opening.blocked is not None:
-            return await _refused(result, opening.blocked, emit)
+            return await self._refused(result, text, opening.blocked, emit)
         text = opening.text
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
                             status="running")
@@ -343,6 +343,19 @@ class Harness:
             hook_sets=[s for s in self.hook_sets if s.applies(adapter)],
             approve=self.approve, stream=stream)
 
+    async def _refused(self, result: TurnResult, text: str, reason: str,
+                       emit: Callable[[ev.Event], Awaitable[None]]) -> TurnResult:
+        """A turn a ``UserPromptSubmit`` hook blocked: recorded, but no model and no view
+        saw it."""
+        result.answer = f"[mol: the prompt was blocked by a hook: {reason}]"
+        result.status, result.stopped = "complete", "prompt_blocked"
+        record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
+                            answer=result.answer, status="blocked")
+        self.conversation.turns.append(record)
+        await emit(ev.Answered("", result.answer, result.stopped))
+        await self._checkpoint(record)
+        return result
+
     def _emitter(self, on_event: ev.OnEvent | None,
                  result: TurnResult) -> Callable[[ev.Event], Awaitable[None]]:
         async def emit(event: ev.Event) -> None:
@@ -367,15 +380,6 @@ def _client_tools(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             out[function["name"]] = entry
     return out
-
-
-async def _refused(result: TurnResult, reason: str,
-                   emit: Callable[[ev.Event], Awaitable[None]]) -> TurnResult:
-    """The result of a turn a ``UserPromptSubmit`` hook blocked: it reached no model."""
-    result.answer = f"[mol: the prompt was blocked by a hook: {reason}]"
-    result.status, result.stopped = "complete", "prompt_blocked"
-    await emit(ev.Answered("", result.answer, result.stopped))
-    return result
 
 
 async def _decided(emit: Callable[[ev.Event], Awaitable[None]],

@@ -61,7 +61,8 @@ class TurnRecord:
     route_fallback: bool = False
     tools: list[str] = field(default_factory=list)
     status: str = "complete"
-    """``complete``, ``waiting`` (for client tool results) or ``interrupted``."""
+    """``complete``, ``waiting`` (for client tool results), ``interrupted``, or ``blocked`` (a
+    ``UserPromptSubmit`` hook refused the turn: no adapter, no view saw it)."""
 
 
 @dataclass
