@@ -80,6 +80,7 @@ def load(ref: str, base_dir: Path) -> tuple[Bundle | None, list[str]]:
     folder = resolve(base_dir, ref)
     problems: list[str] = []
     manifests = _manifests(folder, problems)
+    declared = _declared(folder, manifests, problems)
     name = next((m["name"] for m in manifests.values() if isinstance(m.get("name"), str)),
                 folder.name.lstrip("."))
     if not _NAME.match(name):
@@ -90,7 +91,6 @@ def load(ref: str, base_dir: Path) -> tuple[Bundle | None, list[str]]:
     for file, manifest in manifests.items():
         bundle.notes += [f"{folder / file}: {key}: not loaded (mol has no {key})"
                          for key in NOT_LOADED if key in manifest]
-    declared = _declared(manifests)
     bundle.skill_sources = _paths(folder, "skills", declared["skills"], problems)
     _load_mcp(bundle, declared["mcpServers"], base_dir, problems)
     _load_commands(bundle, declared["commands"], problems)
@@ -122,13 +122,23 @@ def _json(path: Path, problems: list[str]) -> Any:
         return None
 
 
-def _declared(manifests: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
-    """Each component's manifest entries (paths or inline objects), over both manifests."""
+def _declared(folder: Path, manifests: dict[str, dict[str, Any]],
+              problems: list[str]) -> dict[str, list[Any]]:
+    """Each component's manifest entries (paths, or inline objects for hooks and MCP servers),
+    over both manifests; a field of the wrong type is a problem."""
     out: dict[str, list[Any]] = {"skills": [], "commands": [], "hooks": [], "mcpServers": []}
-    for manifest in manifests.values():
+    for file, manifest in manifests.items():
+        if "name" in manifest and not isinstance(manifest["name"], str):
+            problems.append(f"{folder / file}: name: must be a string")
         for key, entries in out.items():
             value = manifest.get(key)
-            entries += value if isinstance(value, list) else [] if value is None else [value]
+            values = value if isinstance(value, list) else [] if value is None else [value]
+            inline = key in ("hooks", "mcpServers")
+            if not all(isinstance(v, str) or (inline and isinstance(v, dict)) for v in values):
+                kinds = "a path, a list of paths or an object" if inline else "a path or a list"
+                problems.append(f"{folder / file}: {key}: must be {kinds}")
+                continue
+            entries += values
     return out
 
 
@@ -234,4 +244,5 @@ def _load_hooks(bundle: Bundle, declared: list[Any], base_dir: Path, problems: l
 
 def _message(error: dict[str, Any]) -> str:
     where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg'].removeprefix('Value error, ')}"
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message

@@ -42,6 +42,7 @@ _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$")
 _ANY_REFERENCE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*")
 _BEARER = re.compile(r"^Bearer\s+\$\{([A-Za-z_][A-Za-z0-9_]*)\}$", re.IGNORECASE)
 _SHELL_SYNTAX = re.compile(r"[|&;<>()`$*?\[\]~{}]")
+_KINDS = {str: "string", list: "list", dict: "JSON object"}
 
 
 @dataclass
@@ -100,25 +101,31 @@ def mcp_server(name: str, entry: dict[str, Any], where: str, root: str,
         out.value = None
         return out
     config: dict[str, Any] = out.value
+    for key, kind in (("command", str), ("url", str), ("cwd", str), ("args", list),
+                      ("env", dict), ("headers", dict)):
+        if key in entry and not isinstance(entry[key], kind):
+            out.problems.append(f"{where}.{key}: must be a {_KINDS[kind]}")
+    if out.problems:
+        return out
     cwd = os.path.normpath(os.path.join(root, str(entry.get("cwd") or ".")))
     here = {var: os.path.relpath(path, cwd) for var, path in roots.items()}
     for key, value in entry.items():
-        if key == "command" and isinstance(value, str):
+        if key == "command":
             command = replace_roots(value, roots)
             if command == value and "/" in command and not os.path.isabs(command):
                 command = _as_path(os.path.join(root, command))
             config["command"], config["cwd"] = command, cwd
             _no_variables(out, f"{where}.command", command)
-        elif key == "args" and isinstance(value, list):
+        elif key == "args":
             config["args"] = [replace_roots(str(a), here) for a in value]
             for index, arg in enumerate(config["args"]):
                 _no_variables(out, f"{where}.args[{index}]", arg)
-        elif key == "env" and isinstance(value, dict):
+        elif key == "env":
             _env(out, config, value, where, here)
-        elif key == "url" and isinstance(value, str):
+        elif key == "url":
             config["url"] = value
             _no_variables(out, f"{where}.url", value)
-        elif key == "headers" and isinstance(value, dict):
+        elif key == "headers":
             _headers(out, config, value, where)
         elif key not in ("type", "cwd"):
             out.notes.append(f"{where}.{key}: not mapped (mol's MCP servers have no such field)")

@@ -194,9 +194,13 @@ def from_codex(config: Path, out_dir: Path, base: Path = BASE) -> Imported:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise HCPError([Issue(f"cannot read as TOML: {exc}", file=str(config))]) from None
     build = _Build(base, out_dir, config.resolve().parent.name)
-    for name, entry in (data.get("mcp_servers") or {}).items():
+    servers, features = data.get("mcp_servers") or {}, data.get("features") or {}
+    for key, value in (("mcp_servers", servers), ("features", features)):
+        if not isinstance(value, dict):
+            raise HCPError([Issue(f"{key} must be a table", file=str(config))])
+    for name, entry in servers.items():
         _codex_server(build, config, name, entry)
-    _codex_features(build, config, data.get("features") or {})
+    _codex_features(build, config, features)
     skills = config.parent / "skills"
     if skills.is_dir():
         from mol.skills.loader import discover

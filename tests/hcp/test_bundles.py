@@ -127,6 +127,10 @@ def test_references_become_mols_environment_fields(tmp_path):
         '{"name": "demo", "skills": "../elsewhere"}'), "'../elsewhere' leads outside the bundle"),
     (lambda r: (r / "bundle" / ".claude-plugin" / "plugin.json").write_text(
         '{"name": "demo", "commands": ["./none.md"]}'), "'./none.md' does not exist"),
+    (lambda r: (r / "bundle" / ".claude-plugin" / "plugin.json").write_text(
+        '{"name": "demo", "skills": 5}'), "plugin.json: skills: must be a path or a list"),
+    (lambda r: (r / "bundle" / ".mcp.json").write_text('{"mcpServers": {"a": {"args": "x"}}}'),
+     ".mcp.json: mcpServers.a.args: must be a list"),
     (lambda r: (r / "mol.toml").write_text(artifact_text("bundle", '[adapters.L3]\nbundles = ["dmeo"]\n')),
      "adapters.L3.bundles[0]: names bundle 'dmeo', which no folder of bundles.paths provides "
      "(did you mean 'demo'?)"),
