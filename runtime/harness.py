@@ -352,8 +352,9 @@ class Harness:
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
                             answer=result.answer, status="blocked")
         self.conversation.turns.append(record)
-        await emit(ev.Answered("", result.answer, result.stopped))
+        # Stored before the answer is announced: a server reply names its point on it.
         await self._checkpoint(record)
+        await emit(ev.Answered("", result.answer, result.stopped))
         return result
 
     def _emitter(self, on_event: ev.OnEvent | None,
