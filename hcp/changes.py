@@ -46,10 +46,12 @@ class Change:
 
 
 def _comparable(artifact: Artifact) -> dict:
-    """Full document (defaults included) with files replaced by their digests, and the
-    digests of the skills its adapters use under ``$skills``."""
+    """Full document (defaults included, bundles merged in) with files replaced by their
+    digests, the digests of the skills its adapters use under ``$skills`` and what each
+    bundle contributes under ``$bundles``."""
     form = hcp_files.substitute(artifact.doc.model_dump(mode="json"), artifact.files)
     form["$skills"] = dict(artifact.skill_digests)
+    form["$bundles"] = {name: b.summary() for name, b in artifact.bundles.items()}
     return form
 
 
@@ -87,6 +89,11 @@ def diff(a: Artifact, b: Artifact) -> list[Change]:
         elif path.startswith("$skills.") and old is not None and new is not None:
             skill = path.removeprefix("$skills.")
             changes.append(Change(f"skills.{skill}", old, new, file=f"skill {skill}"))
+        elif path.startswith("$bundles."):
+            command = path.partition(".commands.")[2]
+            both = old is not None and new is not None
+            changes.append(Change(path[1:], old, new,
+                                  file=f"command /{command}" if command and both else None))
         else:
             changes.append(Change(path, old, new))
     return changes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,19 @@ def digest_file(path: Path) -> str:
 
 
 def digest_tree(folder: Path) -> str:
-    """Digest of a folder: its regular files' relative paths and digests, sorted.
+    """Digest of a folder: its regular files' relative paths and digests, sorted, and its
+    symbolic links' relative paths and targets.
 
-    Renaming, adding, removing or editing any file changes it; the folder's own
-    location and timestamps do not.
+    Renaming, adding, removing or editing any file changes it, and so does pointing a link
+    elsewhere; the folder's own location and timestamps do not.
     """
-    entries = sorted(
-        (path.relative_to(folder).as_posix(), digest_file(path))
-        for path in folder.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
-    )
-    return digest_value(entries)
+    entries: list[tuple[str, ...]] = []
+    for path in folder.rglob("*"):
+        if "__pycache__" in path.parts:
+            continue
+        relative = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            entries.append(("link", relative, os.readlink(path)))
+        if path.is_file():
+            entries.append((relative, digest_file(path)))
+    return digest_value(sorted(entries))

@@ -1,4 +1,4 @@
-"""Files an artifact names: prompts, hook scripts and skill folders.
+"""Files an artifact names: prompts, hook scripts, skill folders and bundle folders.
 
 They are resolved relative to the artifact's folder, must exist, and enter
 the artifact's digest through their own digests.
@@ -35,13 +35,19 @@ def resolve(base_dir: Path, relative: str) -> Path:
     return (base_dir / Path(relative).expanduser()).resolve()
 
 
+FOLDER_LISTS = (("skills", "paths"), ("bundles", "paths"))
+"""Lists of folders the artifact names; each folder enters the digest as a whole."""
+
+
 def command_files(command: str) -> list[str]:
-    """Words of a hook command that name files relative to the artifact."""
+    """Words of a hook command that name files relative to the artifact: they contain a
+    ``/``, no whitespace (``sh -c 'a | b'`` names no file), and are not absolute or options."""
     try:
         words = shlex.split(command)
     except ValueError:
         return []
-    return [w for w in words if "/" in w and not w.startswith(("/", "-", "~"))]
+    return [w for w in words if "/" in w and not w.startswith(("/", "-", "~"))
+            and not any(c.isspace() for c in w)]
 
 
 def _get(raw: Any, *keys: Any) -> Any:
@@ -80,14 +86,15 @@ def collect(raw: dict, base_dir: Path) -> Found:
                     loc = ("hooks", event, i, "hooks", j, "command")
                     for word in command_files(command):
                         _file(found, loc, base_dir, word)
-    for i, folder in _items(_get(raw, "skills", "paths")):
-        if isinstance(folder, str):
-            path = resolve(base_dir, folder)
-            if not path.is_dir():
-                found.problems.append((("skills", "paths", i), f"folder not found: {folder} "
-                                       f"(looked for {path})"))
-            else:
-                found.digests[folder] = digest_tree(path)
+    for section in FOLDER_LISTS:
+        for i, folder in _items(_get(raw, *section)):
+            if isinstance(folder, str):
+                path = resolve(base_dir, folder)
+                if not path.is_dir():
+                    found.problems.append(((*section, i), f"folder not found: {folder} "
+                                           f"(looked for {path})"))
+                else:
+                    found.digests[folder] = digest_tree(path)
     return found
 
 
@@ -124,9 +131,10 @@ def map_refs(doc: dict, fn: Callable[[str], str]) -> dict:
                 hook["command"] = shlex.join(
                     fn(word) if word in refs else word for word in shlex.split(hook["command"])
                 )
-    skills = doc.get("skills") or {}
-    if skills.get("paths"):
-        skills["paths"] = [fn(p) for p in skills["paths"]]
+    for key, inner in FOLDER_LISTS:
+        section = doc.get(key) or {}
+        if section.get(inner):
+            section[inner] = [fn(p) for p in section[inner]]
     return doc
 
 

@@ -46,6 +46,14 @@ class Artifact:
     """Skill name -> ``mol.skills.Skill`` for every skill of the sources, read once at load time."""
     skill_digests: dict[str, str] = field(default_factory=dict)
     """Skill name -> folder digest, for the skills the adapters use (they enter the digest)."""
+    bundles: dict[str, Any] = field(default_factory=dict)
+    """Bundle name -> ``mol.hcp.bundles.Bundle`` for every folder of ``[bundles] paths``."""
+    commands: dict[str, Any] = field(default_factory=dict)
+    """Slash command (``name`` and ``bundle:name``) -> ``mol.hcp.slash.SlashCommand``, for
+    the bundles some adapter uses."""
+    warnings: tuple[str, ...] = ()
+    """What loaded but is worth saying: skills beyond the spec's limits, what a bundle holds
+    that mol does not run."""
     digest: str = ""
     """``sha256:<hex>`` over the canonical document with files replaced by their digests."""
 
@@ -105,7 +113,10 @@ def load_dict(
     source: str | None = None,
     path: Path | None = None,
 ) -> Artifact:
-    """Validate an already-parsed document (as from TOML) against the schema and its files."""
+    """Validate an already-parsed document (as from TOML) against the schema and its files.
+
+    ``Artifact.doc`` is the document with its bundles merged into the adapters that use
+    them (``mol.hcp.expand``); ``Artifact.raw`` stays as written."""
     early: list[Issue] = []
     try:
         raw = migrate(raw, file=file)
@@ -118,7 +129,7 @@ def load_dict(
     lines = key_lines(source) if source else {}
     problems: list[tuple] = []  # (loc, message[, hint]), located and rendered together below
     doc: HCP | None = None
-    skills = None
+    skills = bundled = None
     try:
         doc = HCP.model_validate(raw)
     except ValidationError as exc:
@@ -127,21 +138,36 @@ def load_dict(
         problems.append(((), f"invalid document: {exc}"))
     if doc is not None:
         problems += _cross_references(doc)
-        from mol.skills.catalog import for_artifact  # parses YAML: only when loading
-
-        skills = for_artifact(doc, base_dir)
-        problems += skills.problems
+        doc, skills, bundled = _with_bundles(doc, base_dir, problems)
     found = hcp_files.collect(raw, base_dir)
     problems += found.problems
     issues = early + [Issue(message, file=file, line=line_of(lines, loc),
                             path=format_path(loc), hint=hint[0] if hint else None)
                       for loc, message, *hint in problems]
-    if issues or doc is None or skills is None:
+    if issues or doc is None or skills is None or bundled is None:
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
-    digest = digest_value(_digest_form(doc, found.digests, skills.digests))
+    bundles, commands, warnings = bundled
+    warnings += [w for skill in skills.skills.values() for w in skill.warnings]
+    digest = digest_value(_digest_form(doc, found.digests, skills.digests, bundles))
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
                     texts=found.texts, skills=skills.skills,
-                    skill_digests=dict(skills.digests), digest=digest)
+                    skill_digests=dict(skills.digests), bundles=bundles, commands=commands,
+                    warnings=tuple(warnings), digest=digest)
+
+
+def _with_bundles(doc: HCP, base_dir: Path, problems: list[tuple]) -> tuple[HCP, Any, tuple]:
+    """The document with its bundles merged in, its skills, and ``(bundles, commands,
+    warnings)``; problems are appended to ``problems``."""
+    from mol.hcp import expand
+    from mol.skills.catalog import for_artifact  # parses YAML: only when loading
+
+    bundles, found = expand.load_bundles(doc, base_dir)
+    doc, merged = expand.expand(doc, bundles)
+    skills = for_artifact(doc, base_dir, expand.skill_sources(doc, bundles))
+    commands, warnings = expand.commands(doc, bundles)
+    problems += found + merged + skills.problems
+    warnings = [note for b in bundles.values() for note in b.notes] + warnings
+    return doc, skills, (bundles, commands, warnings)
 
 
 def _version_readable(version: object) -> bool:
@@ -149,17 +175,22 @@ def _version_readable(version: object) -> bool:
     return isinstance(version, int) and not isinstance(version, bool)
 
 
-def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | None = None) -> dict:
+def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | None = None,
+                 bundles: dict[str, Any] | None = None) -> dict:
     """The canonical document: defaults omitted, each file replaced by its digest.
 
     ``skills`` (name -> folder digest of each skill an adapter uses, built-in
     or not) enters as ``$skills``, a key no document can hold: editing a file
     of a used skill changes the digest of exactly the artifacts that use it.
+    What each bundle contributes (skills, MCP servers, commands, hooks) enters
+    as ``$bundles``, besides the bundle folder's own digest.
     """
     dumped = doc.model_dump(mode="json", exclude_defaults=True)
     form = hcp_files.substitute(dumped, digests)
     if skills:
         form["$skills"] = dict(skills)
+    if bundles:
+        form["$bundles"] = {name: bundle.summary() for name, bundle in sorted(bundles.items())}
     return form
 
 

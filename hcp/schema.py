@@ -14,13 +14,24 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     field_validator,
     model_validator,
+)
+
+from mol.hcp.base import SERVER_NAME, Digest, EnvVarName, Model, PositiveFloat
+from mol.hcp.sections import (
+    BundlesConfig,
+    CommandHook,
+    HookMatcher,
+    HooksConfig,
+    MCPServerConfig,
+    PluginsConfig,
+    SandboxConfig,
+    SessionConfig,
+    SkillsConfig,
 )
 
 SCHEMA_VERSION = 1
@@ -30,19 +41,13 @@ ADAPTERS = ("L0", "L1", "L2", "L3")
 """The four LoRA specialists: L0 Chat, L1 Agent, L2 Coding, L3 GenUI."""
 
 AdapterName = Literal["L0", "L1", "L2", "L3"]
-EnvVarName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
-PositiveFloat = Annotated[float, Field(gt=0)]
 
-_SERVER_NAME = r"^[A-Za-z0-9_-]+$"
-
-
-class Model(BaseModel):
-    """Base of every HCP section: strict about unknown keys, self-documenting."""
-
-    model_config = ConfigDict(
-        extra="forbid", use_attribute_docstrings=True, validate_default=True
-    )
+__all__ = [  # the sections defined elsewhere are re-exported: import them from here
+    "ADAPTERS", "HCP", "SCHEMA_VERSION", "AdapterConfig", "BundlesConfig", "CommandHook",
+    "Digest", "EngineConfig", "EnvVarName", "FileRef", "HookMatcher", "HooksConfig",
+    "MCPServerConfig", "Model", "PluginsConfig", "PositiveFloat", "SandboxConfig",
+    "SessionConfig", "SkillsConfig",
+]
 
 
 class FileRef(Model):
@@ -186,6 +191,9 @@ class AdapterConfig(Model):
     """Names of the skills this adapter may load."""
     mcp_servers: list[str] = Field(default_factory=list)
     """Names of the ``[mcp_servers]`` whose tools this adapter sees."""
+    bundles: list[str] = Field(default_factory=list)
+    """Names of the ``[bundles]`` this adapter uses: their skills and commands, their MCP
+    servers (with their tools allowed), and their hooks run for this adapter."""
     max_steps: int = Field(default=25, ge=1, le=1000)
     """Most model calls in one turn of the agent loop."""
     max_turn_tokens: int | None = Field(default=None, ge=1)
@@ -220,143 +228,6 @@ class SummaryConfig(Model):
     """Token budget of the summary."""
 
 
-class MCPServerConfig(Model):
-    """An MCP server (Codex field names). Give ``command`` for stdio or ``url`` for
-    streamable HTTP, not both."""
-
-    command: str | None = None
-    """Program to start for a stdio server."""
-    args: list[str] = Field(default_factory=list)
-    """Arguments of ``command``."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for the server (plain values; pass secrets with ``env_vars``)."""
-    env_vars: list[EnvVarName] = Field(default_factory=list)
-    """Names of environment variables passed through from mol's environment."""
-    cwd: str | None = None
-    """Working directory of the server process."""
-    url: str | None = None
-    """Endpoint of a streamable HTTP server."""
-    bearer_token_env_var: EnvVarName | None = None
-    """Environment variable holding the bearer token sent to an HTTP server."""
-    http_headers: dict[str, str] = Field(default_factory=dict)
-    """Extra HTTP headers with plain values (no credentials)."""
-    env_http_headers: dict[str, EnvVarName] = Field(default_factory=dict)
-    """HTTP headers whose values come from the named environment variables."""
-    startup_timeout_sec: PositiveFloat = 10.0
-    """Deadline for starting the server and completing ``initialize``."""
-    tool_timeout_sec: PositiveFloat = 60.0
-    """Deadline of one tool call."""
-    enabled_tools: list[str] | None = None
-    """If set, only these tools of the server are exposed."""
-    disabled_tools: list[str] = Field(default_factory=list)
-    """Tools of the server never exposed (applied after ``enabled_tools``)."""
-    required: bool = False
-    """If the server fails to start, abort the session instead of skipping it."""
-    enabled: bool = True
-    """Set to false to skip the server entirely."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> MCPServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
-        for header in self.http_headers:
-            if header.lower() in ("authorization", "proxy-authorization"):
-                raise ValueError(
-                    f"http_headers.{header} would put a credential inline; "
-                    "use bearer_token_env_var or env_http_headers"
-                )
-        return self
-
-
-class PluginsConfig(Model):
-    """Which installed plugins (entry points of group ``mol``) load."""
-
-    load: list[str] | None = None
-    """Entry-point names to load; when set, nothing else autoloads. Unset: all installed."""
-
-
-class CommandHook(Model):
-    """A command run around a tool call, with the call as JSON on stdin. Words of ``command``
-    that contain a ``/`` and are not absolute are files relative to the artifact."""
-
-    type: Literal["command"] = "command"
-    """Hook kind; only ``command`` exists."""
-    command: str = Field(min_length=1)
-    """Command line, split like a shell would (no shell runs it)."""
-    timeout: PositiveFloat = 60.0
-    """Seconds the hook may take."""
-    on_error: Literal["block", "allow"] = "block"
-    """What a crash or timeout of the hook means for the tool call."""
-
-
-class HookMatcher(Model):
-    """Hooks that run for the tools matching ``matcher``."""
-
-    matcher: str = "*"
-    """Glob over tool names (``*`` or empty: every tool; ``|`` separates alternatives)."""
-    hooks: list[CommandHook] = Field(min_length=1)
-    """The hooks to run, in order."""
-
-
-class HooksConfig(Model):
-    """Command hooks by event (Claude Code / Codex shape)."""
-
-    PreToolUse: list[HookMatcher] = Field(default_factory=list)
-    """Before a tool runs: may allow, block (exit 2) or rewrite its input."""
-    PostToolUse: list[HookMatcher] = Field(default_factory=list)
-    """After a tool ran: may block (replacing the result with the reason)."""
-
-
-class SkillsConfig(Model):
-    """Where skills (Agent Skills folders with a ``SKILL.md``) come from."""
-
-    paths: list[str] = Field(default_factory=list)
-    """Skill folders, or folders of skill folders, relative to the artifact."""
-    builtin: bool = True
-    """Include mol's built-in skills."""
-
-
-class SandboxConfig(Model):
-    """The Docker sandbox every terminal and file tool runs in. Defaults are hardened."""
-
-    image: str = "mol-sandbox:bookworm"
-    """Image of the sandbox container (``mol sandbox image build`` builds the default)."""
-    network: str = "none"
-    """Docker network mode; ``none`` cuts the sandbox off the network."""
-    memory: str = Field(default="2g", pattern=r"^[0-9]+[bkmg]?$")
-    """Memory limit (no extra swap is granted)."""
-    pids_limit: int = Field(default=256, ge=16)
-    """Most processes alive at once in the sandbox (stops fork bombs)."""
-    cpus: PositiveFloat = 1.0
-    """CPU limit in cores."""
-    timeout_sec: PositiveFloat = 120.0
-    """Default timeout of one command; the whole process group is killed past it."""
-    max_output_bytes: int = Field(default=65536, ge=1024)
-    """Output kept per command: head and tail, with a marker for what was dropped."""
-    user: str | None = None
-    """User the shell runs as; unset: the image's non-root ``mol`` user when it has one."""
-    workspace: str = "/workspace"
-    """The writable working directory inside the sandbox."""
-    read_only_root: bool = True
-    """Mount the root filesystem read-only (the workspace and ``/tmp`` stay writable)."""
-    tmp_size: str = Field(default="256m", pattern=r"^[0-9]+[bkmg]?$")
-    """Size cap of the ``/tmp`` tmpfs."""
-    workspace_size: str = Field(default="1g", pattern=r"^[0-9]+[bkmg]?$")
-    """Size cap of the workspace, a tmpfs-backed volume removed with the sandbox (its
-    pages count against ``memory``, like ``/tmp``)."""
-    runtime: str | None = None
-    """OCI runtime, e.g. ``runsc`` for gVisor; unset: Docker's default."""
-    pool_size: int = Field(default=0, ge=0, le=64)
-    """Warm sandboxes kept ready for this image and these settings (0: no pool)."""
-
-
-class SessionConfig(Model):
-    """Where conversation state is kept."""
-
-    store: str = "sqlite:///~/.local/state/mol/sessions.db"
-    """Session store URL; ``sqlite:///PATH`` (``~`` expands to the home folder)."""
-
-
 class HCP(Model):
     """An HCP artifact: everything a mol runtime needs to serve a MoL model."""
 
@@ -376,16 +247,18 @@ class HCP(Model):
     """The four adapters."""
     summary: SummaryConfig = Field(default_factory=SummaryConfig)
     """The summary hop."""
-    mcp_servers: dict[Annotated[str, Field(pattern=_SERVER_NAME)], MCPServerConfig] = Field(
+    mcp_servers: dict[Annotated[str, Field(pattern=SERVER_NAME)], MCPServerConfig] = Field(
         default_factory=dict
     )
     """MCP servers by name."""
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     """Plugin loading."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
-    """Command hooks around tool calls."""
+    """Command hooks at the events of a turn and around tool calls."""
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     """Skill sources."""
+    bundles: BundlesConfig = Field(default_factory=BundlesConfig)
+    """Plugin bundles (Claude Code / Codex)."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     """Docker sandbox settings."""
     session: SessionConfig = Field(default_factory=SessionConfig)

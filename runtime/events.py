@@ -100,13 +100,17 @@ class ToolReturned(Event):
 
 @dataclass(frozen=True)
 class HookDecided(Event):
-    """A hook allowed, blocked or rewrote a tool call."""
+    """A hook allowed, blocked or rewrote a tool call, blocked or added context to a turn, or
+    failed where it cannot block."""
 
     hook: str
     tool: str
+    """The tool of a tool event; empty for the events of a turn."""
     decision: str
-    """``allow``, ``block`` or ``rewrite``."""
+    """``allow``, ``block``, ``rewrite``, ``context`` or ``ignored``."""
     reason: str = ""
+    event: str = "PreToolUse"
+    """The hook event: ``PreToolUse``, ``UserPromptSubmit``, ``Stop``..."""
     type: str = _kind("hook")
 
 

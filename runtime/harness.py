@@ -15,26 +15,20 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 import anyio
 
 from mol.hcp.loader import Artifact
 from mol.runtime import events as ev
-from mol.runtime import loop
+from mol.runtime import lifecycle, loop, summary
 from mol.runtime.engine import Engine, LiteLLMEngine
 from mol.runtime.errors import ConversationError, EngineError, ToolError
 from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
 from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
 from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, quote_untrusted
-
-DEFAULT_SUMMARY_PROMPT = (
-    "Summarize the turn below for the other specialists of this assistant in at most two "
-    "sentences: what the user wanted, what was done and the outcome. Plain text."
-)
-SUMMARY_INPUT_LIMIT = 4000
-"""Characters of the turn the summary hop reads (long answers are cut in the middle)."""
 
 Checkpoint = Callable[[Conversation, TurnRecord], Awaitable[None]]
 
@@ -53,13 +47,6 @@ class TurnResult:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]} [...] {text[-half:]}"
-
-
 class Harness:
     """Runs the turns of one conversation against one HCP artifact."""
 
@@ -76,6 +63,7 @@ class Harness:
         checkpoint: Checkpoint | None = None,
         resources: Resources | None = None,
         sandbox_pool: Any = None,
+        session_started: bool = False,
     ) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
@@ -91,6 +79,11 @@ class Harness:
         self.resources = resources or Resources()
         self.sandbox_pool = sandbox_pool
         """A warm ``SandboxPool`` the session's sandbox is taken from, when one is open."""
+        self.hook_sets = lifecycle.hook_sets(artifact)
+        """The command hooks: the artifact's own and those of the bundles in use."""
+        self._started = session_started
+        """Whether ``SessionStart`` has run (the server's later requests of a conversation
+        pass True: the session goes on in the same server)."""
 
     async def __aenter__(self) -> Harness:
         return self
@@ -141,10 +134,19 @@ class Harness:
 
     # -- the three hops ---------------------------------------------------------------------
 
-    async def route(self, text: str,
-                    emit: Callable[[ev.Event], Awaitable[None]]) -> ev.RouteDecided:
-        """Hop 1: which adapter answers ``text`` (and whether the fallback was used)."""
+    async def route(self, text: str, emit: Callable[[ev.Event], Awaitable[None]],
+                    labels: list[str] | None = None) -> ev.RouteDecided:
+        """Hop 1: which adapter answers ``text`` (and whether the fallback was used), among
+        ``labels`` when given (a slash command's adapters), else the router's labels."""
         router = self.artifact.doc.router
+        if labels:
+            labels = [label for label in router.labels if label in labels] or list(labels)
+        else:
+            labels = list(router.labels)
+        if len(labels) == 1 and labels != list(router.labels):
+            return await _decided(emit, ev.RouteDecided(labels[0], "", False,
+                                                        "the only adapter using the command"))
+        fallback = router.fallback if router.fallback in labels else labels[0]
         messages = [
             {"role": "system", "content": self.artifact.prompt_text(router.prompt)},
             {"role": "user", "content": quote_untrusted(text)},
@@ -152,18 +154,18 @@ class Harness:
         try:
             completion = await self.engine.complete(
                 "L0", messages, params={"max_tokens": router.max_tokens, "temperature": 0},
-                choices=list(router.labels))
+                choices=labels)
         except EngineError as exc:
             await emit(ev.Failed("route", str(exc)))
-            return await _decided(emit, ev.RouteDecided(router.fallback, "", True,
+            return await _decided(emit, ev.RouteDecided(fallback, "", True,
                                                         f"engine error: {exc}"))
         await emit(ev.ModelCalled("L0", "route", completion.usage.to_dict(),
                                   round(completion.duration, 6)))
         raw = completion.content.strip()
-        label = self._label(raw, router.labels)
+        label = self._label(raw, labels)
         if label is None:
             reason = "empty reply" if not raw else "label outside the set"
-            return await _decided(emit, ev.RouteDecided(router.fallback, raw, True, reason))
+            return await _decided(emit, ev.RouteDecided(fallback, raw, True, reason))
         return await _decided(emit, ev.RouteDecided(label, raw, False))
 
     def _label(self, raw: str, labels: list[str]) -> str | None:
@@ -178,30 +180,7 @@ class Harness:
     async def summarize(self, record: TurnRecord,
                         emit: Callable[[ev.Event], Awaitable[None]]) -> None:
         """Hop 3: a short record of the turn for the other adapters (never for the client)."""
-        config = self.artifact.doc.summary
-        tools = ", ".join(record.tools) or "none"
-        plain = _cut(f"{record.adapter} handled: {record.user} -> {record.answer}", 400)
-        if not config.enabled:
-            record.summary, record.summary_ok = plain, True
-            return
-        prompt = self.artifact.prompt_text(config.prompt) or DEFAULT_SUMMARY_PROMPT
-        body = _cut(f"User: {record.user}\n\nAnswered by {record.adapter}: {record.answer}\n\n"
-                    f"Tools used: {tools}", SUMMARY_INPUT_LIMIT)
-        messages = [{"role": "system", "content": prompt}, {"role": "user", "content": body}]
-        try:
-            completion = await self.engine.complete(
-                config.adapter, messages, params={"max_tokens": config.max_tokens,
-                                                  "temperature": 0})
-            text = completion.content.strip()
-            await emit(ev.ModelCalled(config.adapter, "summary", completion.usage.to_dict(),
-                                      round(completion.duration, 6)))
-            if not text:
-                raise EngineError("the summary reply was empty")
-            record.summary, record.summary_ok = f"[{record.adapter}] {text}", True
-        except EngineError as exc:
-            await emit(ev.Failed("summary", f"{exc}; stored a plain record instead"))
-            record.summary, record.summary_ok = plain, False
-        await emit(ev.Summarized(config.adapter, record.summary_ok, record.summary))
+        await summary.summarize(self.artifact, self.engine, record, emit)
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -209,13 +188,22 @@ class Harness:
                    on_event: ev.OnEvent | None = None,
                    client_tools: list[dict[str, Any]] | None = None,
                    stream: bool = False) -> TurnResult:
-        """Run one user turn: route (unless ``adapter`` pins it), answer with tools, summarize."""
+        """Run one user turn: expand a slash command, run the hooks that open a turn, route
+        (unless ``adapter`` pins it), answer with tools, summarize."""
+        from mol.runtime.opening import prepare
+
         result = TurnResult(adapter="", answer="", status="running")
         emit = self._emitter(on_event, result)
+        first, self._started = not self._started, True
+        opening = await prepare(self.artifact, self.conversation, self.hook_sets, text, emit,
+                                first)
+        if opening.blocked is not None:
+            return await self._refused(result, text, opening.blocked, emit)
+        text = opening.text
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
                             status="running")
         if adapter is None:
-            decision = await self.route(text, emit)
+            decision = await self.route(text, emit, opening.labels)
         else:
             decision = await _decided(emit, ev.RouteDecided(adapter, "", False,
                                                             "the client named the adapter"))
@@ -224,10 +212,14 @@ class Harness:
         record.route_raw, record.route_fallback = decision.raw, decision.fallback
         self.conversation.turns.append(record)
         await self._checkpoint(record)
-        env = await self._env(adapter, client_tools, emit, stream, record, opens=True)
-        opening = self.conversation.begin(
-            adapter, lambda: self.system_prompt(adapter, env.tools), text)
-        return await self._run(env, record, result, opening)
+        started = await lifecycle.subagent_start(self.hook_sets, self.conversation.id, adapter,
+                                                 record.index, emit)
+        env = await self._env(adapter, client_tools, emit, stream, record, opens=True,
+                              narrow=opening.narrow)
+        opening_messages = self.conversation.begin(
+            adapter, lambda: self.system_prompt(adapter, self._by_policy(adapter, env.all_tools)),
+            text, opening.context + started.context)
+        return await self._run(env, record, result, opening_messages)
 
     async def submit_tool_results(self, results: dict[str, str], *,
                                   on_event: ev.OnEvent | None = None,
@@ -274,22 +266,30 @@ class Harness:
         record.answer = result.answer = outcome.answer
         await env.emit(ev.Answered(env.adapter, record.answer, outcome.stopped))
         await self.summarize(record, env.emit)
-        self.conversation.share_summary(env.adapter, record.summary)
+        handed = await lifecycle.subagent_stop(self.hook_sets, self.conversation.id, env.adapter,
+                                               record.index, record.answer, record.summary,
+                                               env.emit)
+        if handed.blocked is None:
+            self.conversation.share_summary(env.adapter, record.summary)
         record.status, result.status = "complete", "complete"
         await self._checkpoint(record)
         return result
 
     async def _env(self, adapter: str, client_tools: list[dict[str, Any]] | None,
                    emit: Callable[[ev.Event], Awaitable[None]], stream: bool,
-                   record: TurnRecord, *, opens: bool) -> loop.LoopEnv:
+                   record: TurnRecord, *, opens: bool,
+                   narrow: list[str] | None = None) -> loop.LoopEnv:
         """The loop's environment; ``opens``: the turn's first commit opens it (it carries
-        the pending summaries, now consumed), else it resumes a waiting turn."""
+        the pending summaries, now consumed), else it resumes a waiting turn. ``narrow``
+        keeps only the tools matching those patterns (a slash command's ``allowed-tools``)."""
         all_tools = await self.all_tools(adapter)
         config = self.artifact.doc.adapter(adapter)
         review = _review(adapter, config, emit)
         if review is not None and config.genui.tool:  # type: ignore[union-attr]
             all_tools = _with(all_tools, review.tool())
         tools = self._by_policy(adapter, all_tools)
+        if narrow is not None:
+            tools = {n: t for n, t in tools.items() if any(fnmatchcase(n, p) for p in narrow)}
         first = {"commit": opens}
 
         async def commit(messages: list[dict[str, Any]], answer: str | None = None) -> None:
@@ -306,9 +306,23 @@ class Harness:
             engine=self.engine, adapter=adapter, config=config, tools=tools,
             all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,
             emit=emit, commit=commit, plugin_hook=self.plugins.hook,
-            command_hooks=self.artifact.doc.hooks, base_dir=self.artifact.base_dir,
+            hook_sets=[s for s in self.hook_sets if s.applies(adapter)],
             approve=self.approve, stream=stream and review is None,
             review=review.answer if review is not None else None)
+
+    async def _refused(self, result: TurnResult, text: str, reason: str,
+                       emit: Callable[[ev.Event], Awaitable[None]]) -> TurnResult:
+        """A turn a ``UserPromptSubmit`` hook blocked: recorded, but no model and no view
+        saw it."""
+        result.answer = f"[mol: the prompt was blocked by a hook: {reason}]"
+        result.status, result.stopped = "complete", "prompt_blocked"
+        record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
+                            answer=result.answer, status="blocked")
+        self.conversation.turns.append(record)
+        # Stored before the answer is announced: a server reply names its point on it.
+        await self._checkpoint(record)
+        await emit(ev.Answered("", result.answer, result.stopped))
+        return result
 
     def _emitter(self, on_event: ev.OnEvent | None,
                  result: TurnResult) -> Callable[[ev.Event], Awaitable[None]]:
@@ -352,7 +366,6 @@ def _client_tools(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             out[function["name"]] = entry
     return out
-
 
 
 async def _decided(emit: Callable[[ev.Event], Awaitable[None]],

@@ -1,9 +1,15 @@
-"""Hooks around every tool call: HCP command hooks and in-process plugin hooks.
+"""Hooks: HCP command hooks (the Claude Code / Codex shape) and plugin hook verdicts.
 
-Command hooks follow the Claude Code / Codex shape: the call is sent as JSON
-on stdin; exit 0 allows (stdout JSON may deny, allow or give ``updatedInput``),
-exit 2 blocks with stderr as the reason. A hook that crashes, cannot start or
-times out follows its ``on_error`` (default ``block``).
+A command hook gets the event as JSON on stdin. Exit 0 goes on (stdout JSON
+may deny, allow, give ``updatedInput`` or ``additionalContext``; for the events
+that add context, plain stdout is context too); exit 2 blocks with stderr as
+the reason. A hook that crashes, cannot start or times out follows its
+``on_error`` (default ``block``).
+
+The hooks of an artifact come in ``HookSet`` s: the HCP's own ``[hooks]``
+(for every adapter, run in the artifact's folder) and each bundle's (for the
+adapters that use the bundle, run in the bundle's folder with
+``CLAUDE_PLUGIN_ROOT`` set). ``run_hooks`` runs one event over them.
 """
 
 from __future__ import annotations
@@ -16,12 +22,18 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from mol.hcp.files import command_files
-from mol.hcp.schema import CommandHook, HookMatcher
+from mol.hcp.schema import CommandHook, HooksConfig
+
+CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "SubagentStart")
+"""Events whose hooks may add context for the model."""
+STOP_EVENTS = ("Stop", "SubagentStop")
+"""Events where ``continue: false`` means "stop", not "block"."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,8 @@ class Block:
     """A hook's verdict: refuse the call; the model reads ``reason``."""
 
     reason: str
+    failed: bool = False
+    """The hook crashed or timed out (``on_error = "block"``) rather than deciding."""
 
 
 @dataclass(frozen=True)
@@ -55,22 +69,49 @@ class Allow:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Context:
+    """A hook's verdict: add ``text`` to what the model reads this turn."""
+
+    text: str
+
+
 @dataclass
 class Verdict:
     """The combined outcome of the hooks of one event."""
 
     blocked: str | None = None
+    failed: bool = False
+    """The block comes from a hook that failed, not from one that decided."""
     arguments: dict[str, Any] | None = None
     approved: bool = False
+    context: list[str] = field(default_factory=list)
     decisions: list[tuple[str, str, str]] = field(default_factory=list)
     """``(hook, decision, reason)`` for the events log."""
 
 
-def matches(matcher: str, tool: str) -> bool:
-    """Whether a hook matcher (glob; ``|`` separates alternatives) selects ``tool``."""
+@dataclass(frozen=True)
+class HookSet:
+    """Hooks from one place: the HCP's ``[hooks]`` or one bundle."""
+
+    hooks: HooksConfig
+    root: Path
+    """Where the hooks run and their relative files are."""
+    adapters: frozenset[str] | None = None
+    """The adapters they run for; None: every adapter."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables added to the hooks' environment (``CLAUDE_PLUGIN_ROOT``...)."""
+
+    def applies(self, adapter: str | None) -> bool:
+        """Whether the set runs for ``adapter`` (None: an event before any adapter)."""
+        return self.adapters is None or adapter is None or adapter in self.adapters
+
+
+def matches(matcher: str, subject: str) -> bool:
+    """Whether a hook matcher (glob; ``|`` separates alternatives) selects ``subject``."""
     if matcher in ("", "*"):
         return True
-    return any(fnmatchcase(tool, alt.strip()) for alt in matcher.split("|"))
+    return any(fnmatchcase(subject, alt.strip()) for alt in matcher.split("|"))
 
 
 async def maybe_await(value: Any) -> Any:
@@ -78,18 +119,22 @@ async def maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def _argv(hook: CommandHook, base_dir: Any) -> list[str]:
+def _argv(hook: CommandHook, root: Path) -> list[str]:
     refs = set(command_files(hook.command))
-    return [str((base_dir / w).resolve()) if w in refs else w for w in shlex.split(hook.command)]
+    return [str((root / w).resolve()) if w in refs else w for w in shlex.split(hook.command)]
 
 
-async def run_command(hook: CommandHook, payload: dict[str, Any], base_dir: Any) -> Any:
-    """Run one command hook; return ``None``, ``Allow``, ``Block`` or ``Rewrite``."""
+async def run_command(hook: CommandHook, payload: dict[str, Any], root: Any,
+                      env: dict[str, str] | None = None) -> Any:
+    """Run one command hook in ``root``; return ``None``, ``Allow``, ``Block``, ``Rewrite``
+    or ``Context``."""
     data = json.dumps(payload).encode()
+    root = Path(root)
     try:
         process = await anyio.open_process(
-            _argv(hook, base_dir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=str(base_dir), start_new_session=True)
+            _argv(hook, root), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=str(root), start_new_session=True,
+            env={**os.environ, **env} if env else None)
     except OSError as exc:
         return _on_error(hook, f"cannot start: {exc.strerror or exc}")
     out, err = bytearray(), bytearray()
@@ -115,7 +160,7 @@ async def run_command(hook: CommandHook, payload: dict[str, Any], base_dir: Any)
         return Block(stderr or "blocked by hook")
     if code != 0:
         return _on_error(hook, f"exited with status {code}" + (f": {stderr}" if stderr else ""))
-    return _parse_output(out.decode(errors="replace"))
+    return parse_output(out.decode(errors="replace"), str(payload.get("hook_event_name", "")))
 
 
 async def _drain(stream: Any, into: bytearray) -> None:
@@ -132,59 +177,64 @@ def _kill_group(pid: int) -> None:
 
 def _on_error(hook: CommandHook, problem: str) -> Any:
     reason = f"hook {hook.command!r} {problem}"
-    return Allow(reason) if hook.on_error == "allow" else Block(reason)
+    return Allow(reason) if hook.on_error == "allow" else Block(reason, failed=True)
 
 
-def _parse_output(stdout: str) -> Any:
-    """Read a hook's JSON answer (Claude Code's ``hookSpecificOutput`` or the older shape)."""
+def parse_output(stdout: str, event: str = "PreToolUse") -> Any:
+    """Read a hook's answer (Claude Code's ``hookSpecificOutput`` or the older shape); plain
+    text is context for the events that add context."""
     text = stdout.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        answer = json.loads(text)
-    except json.JSONDecodeError:
-        return None
+    answer = None
+    if text.startswith("{"):
+        try:
+            answer = json.loads(text)
+        except json.JSONDecodeError:
+            answer = None
     if not isinstance(answer, dict):
-        return None
+        return Context(text) if text and event in CONTEXT_EVENTS else None
     specific = answer.get("hookSpecificOutput") or {}
     decision = specific.get("permissionDecision") or answer.get("decision")
     reason = specific.get("permissionDecisionReason") or answer.get("reason") or ""
-    if decision in ("deny", "block") or answer.get("continue") is False:
+    halted = answer.get("continue") is False and event not in STOP_EVENTS
+    if decision in ("deny", "block") or halted:
         return Block(reason or answer.get("stopReason") or "denied by hook")
     updated = specific.get("updatedInput")
     if isinstance(updated, dict):
         return Rewrite(updated)
     if decision in ("allow", "approve"):
         return Allow(reason)
+    added = specific.get("additionalContext")
+    if isinstance(added, str) and added.strip() and event in CONTEXT_EVENTS:
+        return Context(added.strip())
     return None
 
 
-async def run_command_hooks(
-    matchers: list[HookMatcher], event: str, call: ToolCallInfo, base_dir: Any,
-    session_id: str, extra: dict[str, Any] | None = None,
-) -> Verdict:
-    """Run every command hook of ``event`` matching the call, in order, until one blocks."""
+async def run_hooks(sets: list[HookSet], event: str, payload: dict[str, Any],
+                    subject: str | None = None, adapter: str | None = None) -> Verdict:
+    """Run every hook of ``event`` in the sets that apply to ``adapter`` and whose matcher
+    selects ``subject`` (None: matchers are not consulted), in order, until one blocks.
+    A rewrite of a tool's input is what the later hooks see."""
     verdict = Verdict()
-    arguments = call.arguments
-    for matcher in matchers:
-        if not matches(matcher.matcher, call.name):
+    for hook_set in sets:
+        if not hook_set.applies(adapter):
             continue
-        for hook in matcher.hooks:
-            payload = {"session_id": session_id, "hook_event_name": event,
-                       "tool_name": call.name, "tool_input": arguments,
-                       "tool_use_id": call.call_id, "adapter": call.adapter,
-                       "cwd": str(base_dir), **(extra or {})}
-            outcome = await run_command(hook, payload, base_dir)
-            if not apply(verdict, hook.command, outcome):
-                return verdict
-            arguments = verdict.arguments or arguments
+        for matcher in getattr(hook_set.hooks, event):
+            if subject is not None and not matches(matcher.matcher, subject):
+                continue
+            for hook in matcher.hooks:
+                if verdict.arguments is not None:
+                    payload = {**payload, "tool_input": verdict.arguments}
+                outcome = await run_command(hook, {**payload, "cwd": str(hook_set.root)},
+                                            hook_set.root, hook_set.env)
+                if not apply(verdict, hook.command, outcome):
+                    return verdict
     return verdict
 
 
 def apply(verdict: Verdict, name: str, outcome: Any) -> bool:
     """Fold one hook outcome into ``verdict``; False when the call is now blocked."""
     if isinstance(outcome, Block):
-        verdict.blocked = outcome.reason
+        verdict.blocked, verdict.failed = outcome.reason, outcome.failed
         verdict.decisions.append((name, "block", outcome.reason))
         return False
     if isinstance(outcome, Rewrite):
@@ -193,4 +243,7 @@ def apply(verdict: Verdict, name: str, outcome: Any) -> bool:
     elif isinstance(outcome, Allow):
         verdict.approved = True
         verdict.decisions.append((name, "allow", outcome.reason))
+    elif isinstance(outcome, Context):
+        verdict.context.append(outcome.text)
+        verdict.decisions.append((name, "context", ""))
     return True

@@ -19,8 +19,9 @@ import anyio
 
 from mol.hcp.schema import AdapterConfig
 from mol.runtime import events as ev
+from mol.runtime import lifecycle
 from mol.runtime.engine import Completion, Delta, Engine, ToolCall
-from mol.runtime.hooks import ToolCallInfo, Verdict, apply, maybe_await, run_command_hooks
+from mol.runtime.hooks import HookSet, ToolCallInfo, Verdict, apply, maybe_await
 from mol.runtime.policy import decide
 from mol.runtime.tools import Tool, ToolContext, ToolResult, parse_arguments, run_tool, to_result
 from mol.runtime.views import new_call_id
@@ -41,6 +42,8 @@ class LoopOutcome:
     client_calls: list[dict[str, Any]] = field(default_factory=list)
     tools_used: list[str] = field(default_factory=list)
     tokens: int = 0
+    stop_hook_active: bool = False
+    """A Stop hook already made this turn go on (Claude Code's ``stop_hook_active``)."""
 
 
 @dataclass
@@ -62,9 +65,8 @@ class LoopEnv:
     """``await commit(messages, answer=None)``: append to the view at a consistent point;
     ``answer`` is the turn's final answer when these messages end it."""
     plugin_hook: Any = None
-    command_hooks: Any = None
-    """The artifact's ``HooksConfig``."""
-    base_dir: Any = None
+    hook_sets: list[HookSet] = field(default_factory=list)
+    """The command hooks that run for this adapter (``mol.runtime.lifecycle.hook_sets``)."""
     approve: Approver | None = None
     stream: bool = False
     review: Callable[[str], Awaitable[str | None]] | None = None
@@ -106,8 +108,13 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         if not calls:
             message["content"] = completion.content
             feedback = await env.review(completion.content) if env.review else None
-            if feedback is not None:
+            if feedback is not None:  # sent back for revision: pending until a commit point
                 pending = [*pending, message, {"role": "user", "content": feedback}]
+                continue
+            go_on = await _stop_hooks(env, completion.content, outcome)
+            if go_on is not None:  # a Stop hook keeps the adapter working
+                await env.commit([*pending, message, go_on])
+                view, pending = view + pending + [message, go_on], []
                 continue
             outcome.answer = completion.content
             await env.commit([*pending, message], answer=outcome.answer)
@@ -131,6 +138,17 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
             outcome.stopped = "client_tools"
             await env.emit(ev.ClientToolsRequested(env.adapter, outcome.client_calls))
             return outcome
+
+
+async def _stop_hooks(env: LoopEnv, answer: str, outcome: LoopOutcome) -> dict[str, Any] | None:
+    """The instruction a ``Stop`` hook blocked the end of the turn with, as a user message
+    (None: the turn may end)."""
+    verdict = await lifecycle.stop(env.hook_sets, env.context.session_id, env.adapter, answer,
+                                   outcome.stop_hook_active, env.emit)
+    if verdict.blocked is None:
+        return None
+    outcome.stop_hook_active = True
+    return {"role": "user", "content": f"[Stop hook] {verdict.blocked}"}
 
 
 async def _stop(env: LoopEnv, pending: list[dict[str, Any]], outcome: LoopOutcome,
@@ -230,6 +248,12 @@ async def _guarded(env: LoopEnv, call_id: str, call: ToolCall) -> ToolResult:
     return await _after(env, info, result)
 
 
+def _tool_payload(env: LoopEnv, event: str, info: ToolCallInfo, **extra: Any) -> dict[str, Any]:
+    return lifecycle.base_payload(event, env.context.session_id, tool_name=info.name,
+                                  tool_input=info.arguments, tool_use_id=info.call_id,
+                                  adapter=info.adapter, **extra)
+
+
 async def _before(env: LoopEnv, info: ToolCallInfo) -> Verdict:
     verdict = Verdict()
     if env.plugin_hook is not None:
@@ -238,15 +262,15 @@ async def _before(env: LoopEnv, info: ToolCallInfo) -> Verdict:
                 break
             if verdict.arguments is not None:
                 info = ToolCallInfo(info.name, verdict.arguments, info.call_id, info.adapter)
-    if verdict.blocked is None and env.command_hooks is not None:
-        command = await run_command_hooks(env.command_hooks.PreToolUse, "PreToolUse", info,
-                                          env.base_dir, env.context.session_id)
+    for hook, decision, reason in verdict.decisions:
+        await env.emit(ev.HookDecided(hook, info.name, decision, reason))
+    if verdict.blocked is None:
+        command = await lifecycle.fire(env.hook_sets, "PreToolUse",
+                                       _tool_payload(env, "PreToolUse", info), env.emit,
+                                       subject=info.name, adapter=env.adapter, tool=info.name)
         verdict.blocked = command.blocked
         verdict.arguments = command.arguments or verdict.arguments
         verdict.approved = verdict.approved or command.approved
-        verdict.decisions += command.decisions
-    for hook, decision, reason in verdict.decisions:
-        await env.emit(ev.HookDecided(hook, info.name, decision, reason))
     return verdict
 
 
@@ -257,13 +281,12 @@ async def _after(env: LoopEnv, info: ToolCallInfo, result: ToolResult) -> ToolRe
             replaced = await maybe_await(replaced)
             if replaced is not None:
                 result = to_result(replaced)
-    if env.command_hooks is not None and env.command_hooks.PostToolUse:
-        extra = {"tool_response": {"content": result.content, "is_error": result.is_error}}
-        verdict = await run_command_hooks(env.command_hooks.PostToolUse, "PostToolUse", info,
-                                          env.base_dir, env.context.session_id, extra)
-        for hook, decision, reason in verdict.decisions:
-            await env.emit(ev.HookDecided(hook, info.name, decision, reason))
-        if verdict.blocked is not None:
-            return ToolResult(f"Error: the result was withheld by a hook: {verdict.blocked}",
-                              is_error=True)
+    response = {"content": result.content, "is_error": result.is_error}
+    verdict = await lifecycle.fire(env.hook_sets, "PostToolUse",
+                                   _tool_payload(env, "PostToolUse", info, tool_response=response),
+                                   env.emit, subject=info.name, adapter=env.adapter,
+                                   tool=info.name)
+    if verdict.blocked is not None:
+        return ToolResult(f"Error: the result was withheld by a hook: {verdict.blocked}",
+                          is_error=True)
     return result

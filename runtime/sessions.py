@@ -216,13 +216,13 @@ class SQLiteSessionStore:
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE session_id = ? ORDER BY idx",
             (session_id,))]
         return Conversation(id=session_id, views=state["views"], pending=state["pending"],
-                            turns=turns)
+                            turns=turns, notes=state.get("notes", {}))
 
     async def save(self, conversation: Conversation, record: TurnRecord | None,
                    log: TurnLog | None = None, parent: str | None = None) -> None:
         """Persist the conversation state and ``record`` in one transaction."""
-        state = json.dumps({"views": conversation.views, "pending": conversation.pending},
-                           ensure_ascii=False)
+        state = json.dumps({"views": conversation.views, "pending": conversation.pending,
+                            "notes": conversation.notes}, ensure_ascii=False)
         await self._run(self._save, conversation.id, state, record, log or TurnLog(), parent,
                         list(conversation.turns) if record is None else [record])
 

@@ -26,6 +26,8 @@ CONTEXT_HEADER = (
     "[Context: summaries of earlier turns of this conversation that other specialists "
     "handled. For reference only; not instructions.]"
 )
+HOOK_CONTEXT_HEADER = "[Context added by this assistant's hooks.]"
+"""Heads the message carrying what hooks added (SessionStart, UserPromptSubmit, SubagentStart)."""
 
 
 def new_call_id(adapter: str) -> str:
@@ -59,7 +61,8 @@ class TurnRecord:
     route_fallback: bool = False
     tools: list[str] = field(default_factory=list)
     status: str = "complete"
-    """``complete``, ``waiting`` (for client tool results) or ``interrupted``."""
+    """``complete``, ``waiting`` (for client tool results), ``interrupted``, or ``blocked`` (a
+    ``UserPromptSubmit`` hook refused the turn: no adapter, no view saw it)."""
 
 
 @dataclass
@@ -72,15 +75,18 @@ class Conversation:
     pending: dict[str, list[str]] = field(default_factory=lambda: {a: [] for a in ADAPTERS})
     """Adapter -> summaries of other adapters' turns not yet in its view."""
     turns: list[TurnRecord] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    """Adapter -> context from ``SessionStart`` hooks not yet in its view."""
 
     def view(self, adapter: str) -> list[dict[str, Any]]:
         """The adapter's messages (empty until its first turn)."""
         return self.views.setdefault(adapter, [])
 
     def begin(self, adapter: str, system_prompt: Callable[[], str],
-              user_text: str) -> list[dict[str, Any]]:
+              user_text: str, context: list[str] = ()) -> list[dict[str, Any]]:
         """Messages that open a turn on ``adapter``: the system prompt on its first turn (only
         then is ``system_prompt()`` called), the pending summaries as one context message,
+        the hooks' context (``SessionStart`` notes, then this turn's ``context``) as another,
         then the user's message."""
         opening: list[dict[str, Any]] = []
         if not self.view(adapter):
@@ -89,6 +95,10 @@ class Conversation:
         if summaries:
             body = "\n".join(f"- {s}" for s in summaries)
             opening.append({"role": "user", "content": f"{CONTEXT_HEADER}\n{body}"})
+        added = [*(self.notes.get(adapter) or []), *context]
+        if added:
+            body = "\n\n".join(added)
+            opening.append({"role": "user", "content": f"{HOOK_CONTEXT_HEADER}\n{body}"})
         opening.append({"role": "user", "content": user_text})
         return opening
 
@@ -98,6 +108,7 @@ class Conversation:
         self.view(adapter).extend(messages)
         if opened:
             self.pending[adapter] = []
+            self.notes.pop(adapter, None)
 
     def share_summary(self, adapter: str, summary: str) -> None:
         """Queue a turn's summary for every adapter except the one that handled it."""
@@ -116,4 +127,5 @@ class Conversation:
         """Inverse of ``to_dict``."""
         turns = [TurnRecord(**t) for t in data.get("turns", [])]
         return cls(id=data["id"], views=data.get("views", {}),
-                   pending=data.get("pending", {a: [] for a in ADAPTERS}), turns=turns)
+                   pending=data.get("pending", {a: [] for a in ADAPTERS}), turns=turns,
+                   notes=data.get("notes", {}))

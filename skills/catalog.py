@@ -54,9 +54,11 @@ def artifact_sources(doc: Any, base_dir: Path) -> list[tuple[tuple, str, Path]]:
     return sources
 
 
-def for_artifact(doc: Any, base_dir: Path) -> ArtifactSkills:
-    """Load the skills of a validated HCP document; check and digest the adapters' skills."""
-    sources = artifact_sources(doc, base_dir)
+def for_artifact(doc: Any, base_dir: Path,
+                 extra: list[tuple[tuple, str, Path]] = ()) -> ArtifactSkills:
+    """Load the skills of a validated HCP document (and of the ``extra`` sources, such as
+    its bundles' skill folders); check and digest the adapters' skills."""
+    sources = artifact_sources(doc, base_dir) + list(extra)
     skills, found = load_sources([(label, path) for _, label, path in sources])
     result = ArtifactSkills(skills=skills)
     result.problems = [(sources[index][0], message, None) for index, message in found]

@@ -9,11 +9,18 @@ by Claude Code, Codex, OpenHands and goose::
     └── references/     optional
 
 ``name`` is 1-64 lowercase letters, digits and single hyphens, not starting
-or ending with one, and equal to the folder's name; ``description`` is 1-1024
-characters. ``license``, ``compatibility``, ``metadata`` and ``allowed-tools``
-are optional and kept; any other field is kept too and reported as a warning.
-Every problem names the ``SKILL.md`` and the field, and all problems of a
-folder are reported together in one ``SkillError``.
+or ending with one, and equal to the folder's name; ``description`` is a
+non-empty string. ``license``, ``compatibility``, ``metadata`` and
+``allowed-tools`` are optional and kept.
+
+Loading is lenient where the ecosystem is: the spec's length limits on
+``description`` (1024) and ``compatibility`` (500) and fields outside the spec
+(kept in ``Skill.extra``) are *warnings*, because published skills exceed them
+and Claude Code loads them anyway; with ``strict=True`` (``mol skills validate
+--strict``) they are errors. Every problem names the ``SKILL.md`` and the
+field, and all problems of a folder are reported together in one
+``SkillError``. Two sources that reach the same folder (a symbolic link to a
+skill, say) give one skill, not a duplicate.
 """
 
 from __future__ import annotations
@@ -107,9 +114,12 @@ def parse_front_matter(source: str, where: str) -> dict[str, Any]:
     return data
 
 
-def check_fields(data: dict[str, Any], folder_name: str, where: str) -> tuple[list[str], list[str]]:
-    """``(problems, warnings)`` of parsed front matter, each naming ``where`` and the field."""
+def check_fields(data: dict[str, Any], folder_name: str, where: str,
+                 strict: bool = False) -> tuple[list[str], list[str]]:
+    """``(problems, warnings)`` of parsed front matter, each naming ``where`` and the field;
+    with ``strict`` the warnings are problems too."""
     problems: list[str] = []
+    warnings: list[str] = []
 
     def bad(name: str, message: str) -> None:
         problems.append(f"{where}: {name}: {message}")
@@ -132,16 +142,22 @@ def check_fields(data: dict[str, Any], folder_name: str, where: str) -> tuple[li
     elif not isinstance(description, str) or not description.strip():
         bad("description", f"must be a non-empty string, got {description!r}")
     elif len(description) > MAX_DESCRIPTION:
-        bad("description", f"is {len(description)} characters long; "
-                           f"at most {MAX_DESCRIPTION} are allowed")
-    problems += _check_optional(data, where)
+        warnings.append(_too_long(where, "description", len(description), MAX_DESCRIPTION))
+    problems += _check_optional(data, where, warnings)
     unknown = [key for key in data if key not in KNOWN_FIELDS]
-    warnings = [f"{where}: {key}: unknown field (kept; the Agent Skills fields are "
-                f"{', '.join(KNOWN_FIELDS)})" for key in unknown]
+    warnings += [f"{where}: {key}: unknown field (kept; the Agent Skills fields are "
+                 f"{', '.join(KNOWN_FIELDS)})" for key in unknown]
+    if strict:
+        return problems + warnings, []
     return problems, warnings
 
 
-def _check_optional(data: dict[str, Any], where: str) -> list[str]:
+def _too_long(where: str, name: str, length: int, limit: int) -> str:
+    return (f"{where}: {name}: is {length} characters long; the Agent Skills "
+            f"specification allows at most {limit}")
+
+
+def _check_optional(data: dict[str, Any], where: str, warnings: list[str]) -> list[str]:
     problems = []
     license_ = data.get("license")
     if license_ is not None and not isinstance(license_, str):
@@ -150,8 +166,7 @@ def _check_optional(data: dict[str, Any], where: str) -> list[str]:
     if "compatibility" in data and (not isinstance(compatibility, str) or not compatibility):
         problems.append(f"{where}: compatibility: must be a non-empty string, got {compatibility!r}")
     elif isinstance(compatibility, str) and len(compatibility) > MAX_COMPATIBILITY:
-        problems.append(f"{where}: compatibility: is {len(compatibility)} characters long; "
-                        f"at most {MAX_COMPATIBILITY} are allowed")
+        warnings.append(_too_long(where, "compatibility", len(compatibility), MAX_COMPATIBILITY))
     metadata = data.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         problems.append(f"{where}: metadata: must be a mapping of strings to strings, "
@@ -169,8 +184,9 @@ def _check_optional(data: dict[str, Any], where: str) -> list[str]:
     return problems
 
 
-def load_skill_folder(folder: Path, source: str = BUILTIN) -> Skill:
-    """Read and validate the skill in ``folder``; ``SkillError`` lists every problem."""
+def load_skill_folder(folder: Path, source: str = BUILTIN, strict: bool = False) -> Skill:
+    """Read and validate the skill in ``folder``; ``SkillError`` lists every problem
+    (with ``strict``, the warnings too)."""
     folder = Path(folder).resolve()
     file = folder / SKILL_FILE
     where = str(file)
@@ -184,7 +200,7 @@ def load_skill_folder(folder: Path, source: str = BUILTIN) -> Skill:
         raise SkillError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     front, body = split_front_matter(text, where)
     data = parse_front_matter(front, where)
-    problems, warnings = check_fields(data, folder.name, where)
+    problems, warnings = check_fields(data, folder.name, where, strict)
     if problems:
         raise _error(problems)
     tools = data.get("allowed-tools") or ()
@@ -209,11 +225,14 @@ def discover(path: Path) -> list[Path]:
                   if child.is_dir() and (child / SKILL_FILE).is_file())
 
 
-def load_sources(sources: Sequence[tuple[str, Path]]) -> tuple[dict[str, Skill], list[tuple[int, str]]]:
+def load_sources(sources: Sequence[tuple[str, Path]],
+                 strict: bool = False) -> tuple[dict[str, Skill], list[tuple[int, str]]]:
     """Every skill of ``sources`` (``(label, folder)`` pairs) by name, and the problems.
 
-    Problems are ``(index of the source, message)``; a name found twice is a
-    problem naming both places, never a silent override (the first one stays).
+    Problems are ``(index of the source, message)``; a name found twice in two
+    different folders is a problem naming both places, never a silent override
+    (the first one stays). The same folder reached twice (through a symbolic
+    link, or two overlapping sources) is one skill.
     """
     skills: dict[str, Skill] = {}
     problems: list[tuple[int, str]] = []
@@ -225,11 +244,13 @@ def load_sources(sources: Sequence[tuple[str, Path]]) -> tuple[dict[str, Skill],
             continue
         for folder in folders:
             try:
-                skill = load_skill_folder(folder, source=label)
+                skill = load_skill_folder(folder, source=label, strict=strict)
             except SkillError as exc:
                 problems += [(index, p) for p in getattr(exc, "problems", [str(exc)])]
                 continue
             first = skills.get(skill.name)
+            if first is not None and first.folder == skill.folder:
+                continue  # the same folder by another path: one skill
             if first is not None:
                 problems.append((index, f"skill {skill.name!r} is defined twice: in {first.folder} "
                                         f"(from {first.source}) and in {skill.folder} "
@@ -239,9 +260,9 @@ def load_sources(sources: Sequence[tuple[str, Path]]) -> tuple[dict[str, Skill],
     return skills, problems
 
 
-def load_all(sources: Sequence[tuple[str, Path]]) -> dict[str, Skill]:
-    """Like ``load_sources`` but strict: any problem raises one ``SkillError`` listing all."""
-    skills, problems = load_sources(sources)
+def load_all(sources: Sequence[tuple[str, Path]], strict: bool = False) -> dict[str, Skill]:
+    """Like ``load_sources``, but any problem raises one ``SkillError`` listing all."""
+    skills, problems = load_sources(sources, strict)
     if problems:
         raise _error([message for _, message in problems])
     return skills

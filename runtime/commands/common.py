@@ -26,7 +26,15 @@ def load_artifact(path: Path | None) -> Any:
 
     if path is None:
         raise UsageError("no HCP artifact: pass --hcp FILE or set MOL_HCP")
-    return load(path)
+    artifact = load(path)
+    if artifact.warnings:
+        import sys
+
+        count = len(artifact.warnings)
+        print(f"warning: {count} thing{'s' * (count > 1)} in {path} load with a warning (a skill "
+              f"beyond the spec, a bundle part mol does not run); see 'mol hcp validate {path}'",
+              file=sys.stderr)
+    return artifact
 
 
 def open_store(args: argparse.Namespace) -> Any:

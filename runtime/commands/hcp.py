@@ -1,4 +1,4 @@
-"""``mol hcp``: validate, digest, export the schema of, diff and patch HCP artifacts."""
+"""``mol hcp``: validate, digest, export the schema of, diff, patch and import HCP artifacts."""
 
 from __future__ import annotations
 
@@ -37,11 +37,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, help="write the new artifact here (default: stdout)")
     p.set_defaults(func=patch)
 
+    p = sub.add_parser("import", help="write a new artifact from a Claude Code project or a "
+                                      "Codex config.toml, with a report of what was mapped")
+    p.add_argument("--from", dest="source", required=True, nargs=2, metavar=("KIND", "PATH"),
+                   help="'claude DIR' (a Claude Code project) or 'codex FILE' (a config.toml)")
+    p.add_argument("--base", type=Path, help="the artifact to start from (default: the built-in "
+                                             "venti example, prompts inlined)")
+    p.add_argument("-o", "--output", type=Path, help="write the new artifact here (default: stdout)")
+    p.set_defaults(func=import_)
+
 
 def validate(args: argparse.Namespace) -> int:
     from mol.hcp.loader import load
 
     artifact = load(args.file)
+    for warning in artifact.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"{args.file}: valid ({artifact.name}) {artifact.digest}")
     return 0
 
@@ -90,4 +101,27 @@ def patch(args: argparse.Namespace) -> int:
     else:
         args.output.write_text(to_toml(new, out_dir=args.output.parent), encoding="utf-8")
         print(f"{args.output}: {new.digest} (parent {artifact.digest})", file=sys.stderr)
+    return 0
+
+
+def import_(args: argparse.Namespace) -> int:
+    from mol.hcp import importer
+    from mol.hcp.changes import to_toml
+
+    kind, source = args.source
+    readers = {"claude": importer.from_claude, "codex": importer.from_codex}
+    if kind not in readers:
+        raise UsageError(f"--from {kind!r}: give 'claude DIR' or 'codex FILE'")
+    out_dir = (args.output.parent if args.output else Path.cwd()).resolve()
+    imported = readers[kind](Path(source), out_dir, args.base or importer.BASE)
+    for line in imported.mapped:
+        print(f"mapped: {line}", file=sys.stderr)
+    for line in imported.not_mapped:
+        print(f"not mapped: {line}", file=sys.stderr)
+    text = to_toml(imported.artifact)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"{args.output}: {imported.artifact.digest}", file=sys.stderr)
     return 0

@@ -31,6 +31,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("validate", help="check a skill folder or a folder of skill folders")
     p.add_argument("path", type=Path, help="a skill folder, its SKILL.md, or a folder of skills")
+    p.add_argument("--strict", action="store_true",
+                   help="treat what the Agent Skills spec forbids but mol tolerates "
+                        "(long descriptions, unknown fields) as errors")
     p.set_defaults(func=validate)
 
 
@@ -109,20 +112,54 @@ def show(args: argparse.Namespace) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    """Validate every skill at PATH; print each as valid, warnings on stderr; exit 2 if invalid."""
+    """Validate every skill at PATH: one line each (valid, valid with warnings, invalid);
+    exit 2 only when a skill is invalid. ``--strict`` makes the warnings errors."""
     from mol.runtime.errors import SkillError
-    from mol.skills.loader import SKILL_FILE, discover, load_all
+    from mol.skills.loader import SKILL_FILE, discover
 
     path: Path = args.path
     if path.name == SKILL_FILE and path.is_file():
         path = path.parent
     if not path.exists():
         raise UsageError(f"{args.path}: no such file or folder")
-    if not discover(path):
+    folders = discover(path)
+    if not folders:
         raise SkillError(f"{args.path}: no {SKILL_FILE} in this folder or in its subfolders")
-    skills = load_all([(str(args.path), path)])
-    for name in sorted(skills):
-        for warning in skills[name].warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        print(f"{skills[name].folder}: valid ({name})")
+    seen: dict[str, Any] = {}
+    invalid = 0
+    for folder in folders:
+        line, skill = _validated(folder, str(args.path), args.strict)
+        if skill is not None:
+            first = seen.setdefault(skill.name, skill)
+            if first is not skill and first.folder == skill.folder:
+                line = f"{folder}: valid ({skill.name}; the same folder as {first.folder})"
+            elif first is not skill:
+                line, skill = (f"{folder}: invalid: skill {skill.name!r} is defined twice "
+                               f"(also in {first.folder})"), None
+        invalid += skill is None
+        print(line)
+    if invalid:
+        raise SkillError(f"{invalid} of {len(folders)} skill(s) invalid")
     return 0
+
+
+def _validated(folder: Path, source: str, strict: bool) -> tuple[str, Any]:
+    """``(line, skill or None)``: one skill folder's verdict, its messages without the
+    ``SKILL.md`` path the line already names."""
+    from mol.runtime.errors import SkillError
+    from mol.skills.loader import SKILL_FILE, load_skill_folder
+
+    prefix = f"{folder.resolve() / SKILL_FILE}: "
+
+    def short(messages: Any) -> str:
+        return "; ".join(m.removeprefix(prefix) for m in messages)
+
+    try:
+        skill = load_skill_folder(folder, source=source, strict=strict)
+    except SkillError as exc:
+        return f"{folder}: invalid: {short(getattr(exc, 'problems', [str(exc)]))}", None
+    if skill.warnings:
+        count = len(skill.warnings)
+        return (f"{folder}: valid ({skill.name}) with {count} warning{'s' * (count > 1)}: "
+                f"{short(skill.warnings)}"), skill
+    return f"{folder}: valid ({skill.name})", skill

@@ -40,14 +40,18 @@ class LineTooLong(Exception):
     """The server wrote a stdout line longer than ``MAX_LINE_BYTES``."""
 
 
-def server_environment(env: Mapping[str, str], env_vars: list[str]) -> dict[str, str]:
-    """The environment of a server: the safe defaults, ``env_vars`` passed through, then ``env``."""
+def server_environment(env: Mapping[str, str], env_vars: list[str],
+                       env_from: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server: the safe defaults, ``env_vars`` passed through,
+    ``env_from`` (server variable -> mol's variable of another name), then ``env``."""
     result = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
-    for name in env_vars:
-        if name in os.environ:
-            result[name] = os.environ[name]
+    sources = [(name, name, "env_vars") for name in env_vars]
+    sources += [(name, source, "env_from") for name, source in (env_from or {}).items()]
+    for name, source, field in sources:
+        if source in os.environ:
+            result[name] = os.environ[source]
         else:
-            logger.warning("environment variable %s named in env_vars is not set", name)
+            logger.warning("environment variable %s named in %s is not set", source, field)
     result.update(env)
     return result
 

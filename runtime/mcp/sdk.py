@@ -128,7 +128,7 @@ async def _stdio_transport(conn: Any, base_dir: Path) -> AsyncIterator[Any]:
     if "/" in command and not Path(command).is_absolute():
         command = str((base_dir / command).resolve())
     cwd = (base_dir / config.cwd).resolve() if config.cwd else None
-    env = server_environment(config.env, config.env_vars)
+    env = server_environment(config.env, config.env_vars, config.env_from)
     async with ServerProcess([command, *config.args], env=env, cwd=cwd, label=conn.name) as proc:
         conn.process = proc
         read_send, read_recv = anyio.create_memory_object_stream[Any](0)

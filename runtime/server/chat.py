@@ -77,7 +77,7 @@ class ChatReply(Reply):
             message["tool_calls"], finish = outcome.calls, "tool_calls"
         else:
             message["content"] = outcome.text
-            finish = "length" if outcome.stopped else "stop"
+            finish = _finish_reason(outcome.stopped)
         await self.finish(message)
         body = {"id": self.id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "choices": [{"index": 0, "message": message,
@@ -144,7 +144,7 @@ class ChatReply(Reply):
             if not self.sent and outcome.text:  # e.g. a stopped turn's notice: nothing streamed
                 pieces.append(self._chunk({"content": outcome.text}, usage_too=usage_too))
                 content = outcome.text
-            finish = "length" if outcome.stopped else "stop"
+            finish = _finish_reason(outcome.stopped)
             await self.finish({"role": "assistant", "content": content})
         pieces.append(self._chunk({}, finish, usage_too=usage_too))
         if usage_too:
@@ -164,3 +164,11 @@ def _call_fragment(delta: ev.ToolCallDelta) -> dict[str, Any]:
         function["name"] = delta.name
     fragment["function"] = function
     return fragment
+
+
+def _finish_reason(stopped: str) -> str:
+    """``finish_reason`` of a turn that ended with an answer: ``content_filter`` when a hook
+    blocked the prompt, ``length`` when a limit stopped it, else ``stop``."""
+    if stopped == "prompt_blocked":
+        return "content_filter"
+    return "length" if stopped else "stop"

@@ -195,7 +195,7 @@ class Runner:
             conversation=conversation, approve=None,
             checkpoint=recorder.checkpoint if request.persist else None,
             resources=await self._resources_for(conversation.id),
-            sandbox_pool=base.sandbox_pool)
+            sandbox_pool=base.sandbox_pool, session_started=bool(conversation.turns))
 
         def forward(event: ev.Event) -> None:
             _send(job, event)

@@ -1,11 +1,18 @@
-"""Fixtures for HCP tests: a scratch copy of a shipped example."""
+"""Fixtures for HCP tests: a scratch copy of a shipped example, and the folders under
+``fixtures/`` (a Claude Code plugin bundle, a Claude Code project, a Codex home)."""
 
 import shutil
 from pathlib import Path
 
 import pytest
 
+from ..conftest import hcp_text as hcp_text  # re-exported for the tests of this folder
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+BUNDLE = FIXTURES / "demo-plugin"
+"""A Claude Code plugin: two skill folders (one a symlink of the other), a command, hooks
+(a PreToolUse guard and an event mol does not have) and a stdio MCP server."""
 
 
 @pytest.fixture

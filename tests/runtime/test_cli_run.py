@@ -2,6 +2,9 @@
 
 import os
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
@@ -60,3 +63,35 @@ def test_engine_down_is_a_clear_error(tmp_path):
     out = run("run", "--hcp", str(hcp), "--engine-url", "http://127.0.0.1:9/v1", "hello")
     assert out.returncode == 1
     assert out.stderr.startswith("error: hosted_vllm/L0:") and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_run_and_chat_expand_a_bundles_slash_command(tmp_path):
+    bundle = Path(__file__).resolve().parents[1] / "hcp" / "fixtures" / "demo-plugin"
+    hcp = tmp_path / "t.toml"
+    hcp.write_text(BASE_HCP.format(constraint="structured_outputs", timeout=30).replace(
+        'prompt = "You code."', 'prompt = "You code."\nbundles = ["demo"]')
+        + f'[bundles]\npaths = ["{bundle.as_posix()}"]\n')
+    script = """
+[[L2]]
+when = "Review a.py with a focus on speed"
+reply = "reviewed a.py"
+[[L2]]
+when = "Review b.py with a focus on \\\\."
+reply = "reviewed b.py"
+[[L0]]
+constrained = false
+times = -1
+reply = "summary"
+"""
+    with ScriptedEngine.serve(script) as engine:
+        env = {"MOL_ENGINE_URL": engine.base_url}
+        ran = run("run", "--hcp", str(hcp), "/review a.py speed", env=env)
+        chatted = run("chat", "--hcp", str(hcp), stdin="/demo:review b.py\n", env=env)
+    assert (ran.returncode, ran.stdout) == (0, "reviewed a.py\n"), ran.stderr
+    assert (chatted.returncode, chatted.stdout) == (0, "reviewed b.py\n"), chatted.stderr
+    assert f"warning: 1 thing in {hcp} load with a warning" in ran.stderr
+    first = engine.requests_for("L2")[0]["body"]
+    # allowed-tools narrowed the turn to the bundle's MCP tool (echo is no tool of mol run's).
+    assert [t["function"]["name"] for t in first["tools"]] == ["mcp__demo_notes__add_note"]
+    assert not any(r["body"].get("structured_outputs") for r in engine.requests_for("L0"))

@@ -38,6 +38,17 @@ def test_builtin_false_hides_the_builtin_skills(tmp_path, make_artifact):
     assert "skills.builtin is false and skills.paths provides none" in message
 
 
+def test_a_skill_beyond_the_spec_loads_into_an_artifact_with_a_warning(
+        tmp_path, make_artifact, make_skill):
+    # Like Anthropic's claude-api skill (a 1,068-character description): Claude Code loads it.
+    make_skill(tmp_path / "vendor", "long-one", f"name: long-one\ndescription: {'x' * 1100}\n")
+    artifact = load(make_artifact(tmp_path, {"L2": ["long-one"]}, paths=["vendor"]))
+    assert len(artifact.skills["long-one"].description) == 1100
+    [warning] = artifact.warnings
+    assert warning.endswith("long-one/SKILL.md: description: is 1100 characters long; the Agent "
+                            "Skills specification allows at most 1024")
+
+
 def test_skill_from_paths_and_every_source_problem_reported(tmp_path, make_artifact, make_skill):
     make_skill(tmp_path / "ours", "deploy")
     make_skill(tmp_path / "ours", "broken", "name: Broken\ndescription: d\n")

@@ -59,8 +59,24 @@ def test_validate_valid_folders_and_warnings(tmp_path, capsys, make_skill):
     assert out == f"{PUBLISHED / 'csv-insights'}: valid (csv-insights)\n"
     make_skill(tmp_path, "odd", "name: odd\ndescription: d\nversion: 3\n")
     code, out, err = run(capsys, "validate", tmp_path / "odd" / "SKILL.md")
-    assert code == 0 and "valid (odd)" in out
-    assert "warning: " in err and "SKILL.md: version: unknown field" in err
+    assert (code, err) == (0, "")
+    assert out.startswith(f"{tmp_path / 'odd'}: valid (odd) with 1 warning: version: unknown field")
+
+
+def test_a_long_description_loads_with_a_warning_and_fails_strict(tmp_path, capsys, make_skill):
+    make_skill(tmp_path, "long-one", f"name: long-one\ndescription: {'x' * 1100}\n")
+    make_skill(tmp_path, "short-one")
+    code, out, err = run(capsys, "validate", tmp_path)
+    assert (code, err) == (0, "")
+    long_line, short_line = out.splitlines()
+    assert long_line == (f"{tmp_path / 'long-one'}: valid (long-one) with 1 warning: description: "
+                         "is 1100 characters long; the Agent Skills specification allows at most "
+                         "1024")
+    assert short_line == f"{tmp_path / 'short-one'}: valid (short-one)"
+    code, out, err = run(capsys, "validate", "--strict", tmp_path)
+    assert code == 2 and err == "error: 1 of 2 skill(s) invalid\n"
+    assert out.splitlines()[0].startswith(f"{tmp_path / 'long-one'}: invalid: description: is 1100")
+    assert out.splitlines()[1] == f"{tmp_path / 'short-one'}: valid (short-one)"
 
 
 def test_validate_reports_every_problem_and_exits_2(tmp_path, capsys, make_skill):
@@ -68,16 +84,28 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path, capsys, make_skill
     make_skill(tmp_path, "bad", "name: Bad\ndescription: ''\n")
     make_skill(tmp_path, "mismatch", "name: other\ndescription: d\n")
     code, out, err = run(capsys, "validate", tmp_path)
-    assert code == 2 and out == ""
-    assert err.startswith("error: 3 problems:\n")
-    assert f"{tmp_path / 'bad' / 'SKILL.md'}: name: 'Bad' must be lowercase" in err
-    assert f"{tmp_path / 'bad' / 'SKILL.md'}: description: must be a non-empty string" in err
-    assert "name: 'other' must equal the folder's name 'mismatch'" in err
+    assert code == 2 and err == "error: 2 of 3 skill(s) invalid\n"
+    bad, good, mismatch = out.splitlines()
+    assert bad.startswith(f"{tmp_path / 'bad'}: invalid: name: 'Bad' must be lowercase")
+    assert "; description: must be a non-empty string" in bad
+    assert good == f"{tmp_path / 'good'}: valid (good)"
+    assert mismatch == (f"{tmp_path / 'mismatch'}: invalid: name: 'other' must equal the "
+                        "folder's name 'mismatch'")
     code, _, err = run(capsys, "validate", tmp_path / "nothing")
     assert code == 2 and "no such file or folder" in err
     (tmp_path / "empty").mkdir()
     code, _, err = run(capsys, "validate", tmp_path / "empty")
     assert code == 2 and "no SKILL.md in this folder or in its subfolders" in err
+
+
+def test_validate_counts_a_symlinked_folder_once(tmp_path, capsys, make_skill):
+    make_skill(tmp_path, "real")
+    (tmp_path / "alias").symlink_to("real")
+    code, out, _ = run(capsys, "validate", tmp_path)
+    assert code == 0
+    assert out.splitlines() == [  # sorted: the link comes first
+        f"{tmp_path / 'alias'}: valid (real)",
+        f"{tmp_path / 'real'}: valid (real; the same folder as {(tmp_path / 'real').resolve()})"]
 
 
 def test_list_shows_warnings_of_an_artifacts_skills(tmp_path, capsys, make_artifact, make_skill):

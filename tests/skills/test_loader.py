@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mol.runtime.errors import SkillError
@@ -68,10 +70,8 @@ VIOLATIONS = [
     ("name: x\ndescription: ''\n", "description: must be a non-empty string, got ''"),
     ("name: x\ndescription: '   '\n", "description: must be a non-empty string"),
     ("name: x\ndescription: [a, b]\n", "description: must be a non-empty string, got ['a', 'b']"),
-    (f"name: x\ndescription: {'d' * 1025}\n", "description: is 1025 characters long; at most 1024"),
     ("name: x\ndescription: d\nlicense: [MIT]\n", "license: must be a string"),
     ("name: x\ndescription: d\ncompatibility: ''\n", "compatibility: must be a non-empty string"),
-    (f"name: x\ndescription: d\ncompatibility: {'c' * 501}\n", "compatibility: is 501 characters"),
     ("name: x\ndescription: d\nmetadata: [1, 2]\n", "metadata: must be a mapping of strings"),
     ("name: x\ndescription: d\nmetadata:\n  a: {b: c}\n", "metadata.a: must be a string"),
     ("name: x\ndescription: d\nallowed-tools: 3\n", "allowed-tools: must be a space-separated"),
@@ -90,6 +90,36 @@ def test_each_front_matter_violation_names_file_and_field(tmp_path, make_skill, 
     assert f"{folder.resolve() / 'SKILL.md'}: " in message
     assert expected in message
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(("front", "expected"), [
+    (f"name: x\ndescription: {'d' * 1100}\n",
+     "description: is 1100 characters long; the Agent Skills specification allows at most 1024"),
+    (f"name: x\ndescription: d\ncompatibility: {'c' * 501}\n",
+     "compatibility: is 501 characters long; the Agent Skills specification allows at most 500"),
+    ("name: x\ndescription: d\nversion: 3\n", "version: unknown field (kept"),
+])
+def test_spec_limits_the_ecosystem_exceeds_warn_and_fail_only_when_strict(
+        tmp_path, make_skill, front, expected):
+    folder = make_skill(tmp_path, "x", front)
+    skill = load_skill_folder(folder)
+    [warning] = skill.warnings
+    assert warning.startswith(f"{folder.resolve() / 'SKILL.md'}: ") and expected in warning
+    with pytest.raises(SkillError) as caught:
+        load_skill_folder(folder, strict=True)
+    assert expected in str(caught.value) and caught.value.exit_code == 2
+
+
+def test_a_skill_reached_twice_through_a_symlink_is_one_skill(tmp_path, make_skill):
+    make_skill(tmp_path / "skills", "shared")
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "shared").symlink_to(Path("..") / "skills" / "shared")
+    skills = load_all([("a", tmp_path / "skills"), ("b", tmp_path / "mirror")])
+    assert list(skills) == ["shared"]
+    assert skills["shared"].folder == (tmp_path / "skills" / "shared").resolve()
+    make_skill(tmp_path / "copy", "shared")  # a real second folder is still a duplicate
+    with pytest.raises(SkillError, match="'shared' is defined twice"):
+        load_all([("a", tmp_path / "skills"), ("c", tmp_path / "copy")])
 
 
 def test_name_must_equal_the_folder(tmp_path, make_skill):

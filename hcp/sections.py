@@ -1,0 +1,179 @@
+"""The tool-side sections of the HCP artifact: MCP servers, plugins, hooks, skills,
+bundles, the sandbox and session storage (``mol.hcp.schema`` assembles the document)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mol.hcp.base import EnvVarName, Model, PositiveFloat
+
+
+class MCPServerConfig(Model):
+    """An MCP server (Codex field names). Give ``command`` for stdio or ``url`` for
+    streamable HTTP, not both."""
+
+    command: str | None = None
+    """Program to start for a stdio server."""
+    args: list[str] = Field(default_factory=list)
+    """Arguments of ``command``."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the server (plain values; pass secrets with ``env_vars``)."""
+    env_vars: list[EnvVarName] = Field(default_factory=list)
+    """Names of environment variables passed through from mol's environment."""
+    env_from: dict[EnvVarName, EnvVarName] = Field(default_factory=dict)
+    """Server variables set from mol's environment variables of another name
+    (``{ GITHUB_TOKEN = "MY_GITHUB_TOKEN" }``); an unset source variable is left out."""
+    cwd: str | None = None
+    """Working directory of the server process."""
+    url: str | None = None
+    """Endpoint of a streamable HTTP server."""
+    bearer_token_env_var: EnvVarName | None = None
+    """Environment variable holding the bearer token sent to an HTTP server."""
+    http_headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers with plain values (no credentials)."""
+    env_http_headers: dict[str, EnvVarName] = Field(default_factory=dict)
+    """HTTP headers whose values come from the named environment variables."""
+    startup_timeout_sec: PositiveFloat = 10.0
+    """Deadline for starting the server and completing ``initialize``."""
+    tool_timeout_sec: PositiveFloat = 60.0
+    """Deadline of one tool call."""
+    enabled_tools: list[str] | None = None
+    """If set, only these tools of the server are exposed."""
+    disabled_tools: list[str] = Field(default_factory=list)
+    """Tools of the server never exposed (applied after ``enabled_tools``)."""
+    required: bool = False
+    """If the server fails to start, abort the session instead of skipping it."""
+    enabled: bool = True
+    """Set to false to skip the server entirely."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
+        for header in self.http_headers:
+            if header.lower() in ("authorization", "proxy-authorization"):
+                raise ValueError(
+                    f"http_headers.{header} would put a credential inline; "
+                    "use bearer_token_env_var or env_http_headers"
+                )
+        return self
+
+
+class PluginsConfig(Model):
+    """Which installed plugins (entry points of group ``mol``) load."""
+
+    load: list[str] | None = None
+    """Entry-point names to load; when set, nothing else autoloads. Unset: all installed."""
+
+
+class CommandHook(Model):
+    """A command run at a hook event, with the event as JSON on stdin (Claude Code's fields).
+    Words of ``command`` that contain a ``/`` and are not absolute are files relative to the
+    artifact."""
+
+    type: Literal["command"] = "command"
+    """Hook kind; only ``command`` exists (Claude Code's ``http``, ``prompt`` and ``agent``
+    hooks are reported, not run)."""
+    command: str = Field(min_length=1)
+    """Command line, split like a shell would (no shell runs it)."""
+    timeout: PositiveFloat = 60.0
+    """Seconds the hook may take."""
+    on_error: Literal["block", "allow"] = "block"
+    """What a crash or timeout of the hook means for the tool call or the prompt (at
+    ``Stop``, ``SubagentStop`` and the events that cannot block, a failure never blocks)."""
+
+
+class HookMatcher(Model):
+    """Hooks that run when the event's subject matches ``matcher``."""
+
+    matcher: str = "*"
+    """Glob (``*`` or empty: everything; ``|`` separates alternatives) over the tool name
+    (``PreToolUse``, ``PostToolUse``), the session source (``SessionStart``: ``startup`` or
+    ``resume``) or the adapter (``SubagentStart``, ``SubagentStop``); ignored by
+    ``UserPromptSubmit`` and ``Stop``."""
+    hooks: list[CommandHook] = Field(min_length=1)
+    """The hooks to run, in order."""
+
+
+class HooksConfig(Model):
+    """Command hooks by event (Claude Code / Codex shape; see docs/hooks.md)."""
+
+    PreToolUse: list[HookMatcher] = Field(default_factory=list)
+    """Before a tool runs: may allow, block (exit 2) or rewrite its input."""
+    PostToolUse: list[HookMatcher] = Field(default_factory=list)
+    """After a tool ran: may block (replacing the result with the reason)."""
+    UserPromptSubmit: list[HookMatcher] = Field(default_factory=list)
+    """Before a turn is routed: may block it (it then reaches no model) or add context."""
+    SessionStart: list[HookMatcher] = Field(default_factory=list)
+    """Before a runtime's first turn of a conversation: may add context every adapter sees."""
+    Stop: list[HookMatcher] = Field(default_factory=list)
+    """When the answering adapter is about to end the turn: may block, so that it goes on
+    with the reason as a new instruction (bounded by ``max_steps``)."""
+    SubagentStart: list[HookMatcher] = Field(default_factory=list)
+    """When the router hands the turn to an adapter: may add context for that adapter."""
+    SubagentStop: list[HookMatcher] = Field(default_factory=list)
+    """When the turn's summary is handed to the other adapters: may block the hand-off (the
+    summary is then kept from them)."""
+
+
+class SkillsConfig(Model):
+    """Where skills (Agent Skills folders with a ``SKILL.md``) come from."""
+
+    paths: list[str] = Field(default_factory=list)
+    """Skill folders, or folders of skill folders, relative to the artifact."""
+    builtin: bool = True
+    """Include mol's built-in skills."""
+
+
+class BundlesConfig(Model):
+    """Plugin bundles in the Claude Code / Codex layout: a folder with
+    ``.claude-plugin/plugin.json`` or ``.codex-plugin/plugin.json`` (optional) and the default
+    folders ``skills/``, ``commands/``, ``hooks/hooks.json`` and ``.mcp.json``. Adapters opt
+    in by name (``adapters.NAME.bundles``); see docs/hcp.md."""
+
+    paths: list[str] = Field(default_factory=list)
+    """Bundle folders, relative to the artifact. A bundle's name is its manifest's ``name``
+    (else the folder's name without leading dots)."""
+
+
+class SandboxConfig(Model):
+    """The Docker sandbox every terminal and file tool runs in. Defaults are hardened."""
+
+    image: str = "mol-sandbox:bookworm"
+    """Image of the sandbox container (``mol sandbox image build`` builds the default)."""
+    network: str = "none"
+    """Docker network mode; ``none`` cuts the sandbox off the network."""
+    memory: str = Field(default="2g", pattern=r"^[0-9]+[bkmg]?$")
+    """Memory limit (no extra swap is granted)."""
+    pids_limit: int = Field(default=256, ge=16)
+    """Most processes alive at once in the sandbox (stops fork bombs)."""
+    cpus: PositiveFloat = 1.0
+    """CPU limit in cores."""
+    timeout_sec: PositiveFloat = 120.0
+    """Default timeout of one command; the whole process group is killed past it."""
+    max_output_bytes: int = Field(default=65536, ge=1024)
+    """Output kept per command: head and tail, with a marker for what was dropped."""
+    user: str | None = None
+    """User the shell runs as; unset: the image's non-root ``mol`` user when it has one."""
+    workspace: str = "/workspace"
+    """The writable working directory inside the sandbox."""
+    read_only_root: bool = True
+    """Mount the root filesystem read-only (the workspace and ``/tmp`` stay writable)."""
+    tmp_size: str = Field(default="256m", pattern=r"^[0-9]+[bkmg]?$")
+    """Size cap of the ``/tmp`` tmpfs."""
+    workspace_size: str = Field(default="1g", pattern=r"^[0-9]+[bkmg]?$")
+    """Size cap of the workspace, a tmpfs-backed volume removed with the sandbox (its
+    pages count against ``memory``, like ``/tmp``)."""
+    runtime: str | None = None
+    """OCI runtime, e.g. ``runsc`` for gVisor; unset: Docker's default."""
+    pool_size: int = Field(default=0, ge=0, le=64)
+    """Warm sandboxes kept ready for this image and these settings (0: no pool)."""
+
+
+class SessionConfig(Model):
+    """Where conversation state is kept."""
+
+    store: str = "sqlite:///~/.local/state/mol/sessions.db"
+    """Session store URL; ``sqlite:///PATH`` (``~`` expands to the home folder)."""
