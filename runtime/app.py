@@ -1,7 +1,7 @@
 """The composition root: everything a conversation needs, opened and closed together.
 
-``open_runtime`` removes sandboxes orphaned by dead runtimes (in the
-background), starts the embedded engine when the artifact asks for it and
+``open_runtime`` removes sandboxes and MCP server processes orphaned by dead
+runtimes (in the background), starts the embedded engine when the artifact asks for it and
 none answers, loads the plugins, starts the MCP servers the artifact declares
 (in the background), opens the warm sandbox pool when ``[sandbox] pool_size``
 asks for one, and yields a ready ``Harness``.
@@ -92,8 +92,12 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
             from mol.runtime.mcp import MCPManager
 
             # Servers start in the background: the first turn waits only for the
-            # servers its adapter sees.
+            # servers its adapter sees. The manager also ends servers a dead runtime left.
             toolsets.append(await stack.enter_async_context(MCPManager(artifact)))
+        else:
+            from mol.runtime.mcp.server import collect_orphan_servers
+
+            background.start_soon(collect_orphan_servers)
         pool = None
         if artifact.doc.sandbox.pool_size > 0:
             from mol.sandboxes.pool import SandboxPool

@@ -113,6 +113,7 @@ def _parse_arguments(text: str) -> dict[str, Any]:
 
 async def call(args: argparse.Namespace) -> int:
     """``mol mcp call``: print the result; exit 1 on a tool error, 2 on bad arguments."""
+    from mol.runtime.hooks import maybe_await
     from mol.runtime.mcp import MCPManager
     from mol.runtime.tools import ToolContext, _check_schema
 
@@ -125,7 +126,8 @@ async def call(args: argparse.Namespace) -> int:
         if tool is None:
             raise UsageError(f"no MCP tool named {args.name!r} (known: {', '.join(sorted(tools)) or 'none'})")
         try:
-            _check_schema(tool.parameters, arguments)
+            check = tool.validate or (lambda a: _check_schema(tool.parameters, a))
+            arguments = await maybe_await(check(arguments))
         except ValueError as exc:
             raise UsageError(f"{args.name}: {exc}") from None
         result = await tool.call(arguments, ToolContext(adapter="cli"))

@@ -20,7 +20,8 @@ import anyio
 
 from mol.runtime import __version__
 from mol.runtime.errors import MCPStartupError
-from mol.runtime.mcp.process import LineTooLong, ServerProcess, server_environment
+from mol.runtime.mcp import limits
+from mol.runtime.mcp.process import Oversize, ServerProcess, server_environment
 
 logger = logging.getLogger("mol.mcp")
 
@@ -95,29 +96,80 @@ async def open_client(conn: Any, stack: AsyncExitStack, base_dir: Path) -> Any:
     return await stack.enter_async_context(client)
 
 
-async def _pump_in(conn: Any, proc: ServerProcess, read_send: Any) -> None:
-    """Server stdout -> the SDK: a line of garbage, an overlong line or EOF ends the
-    connection (naming the exit status when the process died)."""
+_INLINE_BYTES = 16 * 1024
+"""Lines up to this size are decoded on the event loop (a thread hop costs more)."""
+
+
+def _decode(line: bytes) -> Any:
+    """One stdout line as an SDK JSON-RPC message, within ``limits`` (runs in a worker
+    thread for all but small lines)."""
     import mcp_types
+
+    try:
+        return mcp_types.jsonrpc_message_adapter.validate_python(limits.parse(line), by_name=False)
+    except RecursionError:
+        raise limits.Refused("a message nested too deeply",
+                             limits.request_id(line[:4096], line[-4096:])) from None
+
+
+async def _refuse(conn: Any, read_send: Any, reason: str, request_id: Any) -> bool:
+    """Fail the one request a refused message answered (the connection lives on), or,
+    when it names none, end the connection; whether the connection lives on."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    if request_id is None:
+        conn.fail(f"wrote {reason}")
+        return False
+    logger.warning("MCP server %r: refused its answer to request %r: %s", conn.name, request_id,
+                   reason)
+    error = mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(
+        code=mcp_types.INTERNAL_ERROR, message=f"mol refused the server's answer: {reason}"))
+    await read_send.send(SessionMessage(error))
+    return True
+
+
+async def _pump_in(conn: Any, proc: ServerProcess, read_send: Any) -> None:
+    """Server stdout -> the SDK: a line of garbage or EOF ends the connection (naming the
+    exit status when the process died); an answer over mol's limits fails its request."""
     from mcp.shared.message import SessionMessage
 
     async with read_send:
         try:
             async for line in proc.lines():
+                if isinstance(line, Oversize):
+                    reason = (f"a message of {line.size} bytes or more (mol reads at most "
+                              f"{limits_text()})")
+                    if not await _refuse(conn, read_send, reason,
+                                         limits.request_id(line.head, line.tail)):
+                        return
+                    continue
                 if not line.strip():
                     continue
                 try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    if len(line) <= _INLINE_BYTES:
+                        message = _decode(line)
+                    else:
+                        message = await anyio.to_thread.run_sync(_decode, line)
+                except limits.Refused as exc:
+                    if not await _refuse(conn, read_send, str(exc), exc.request_id):
+                        return
+                    continue
                 except ValueError:
                     conn.fail(f"wrote a line that is not JSON-RPC to stdout: {line[:200]!r}")
                     return
                 await read_send.send(SessionMessage(message))
-        except LineTooLong as exc:
-            conn.fail(f"wrote {exc}")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         await anyio.sleep(0.2)  # let the exit watcher name the exit status
         conn.fail(proc.describe_exit())
+
+
+def limits_text() -> str:
+    """The message size cap, for error messages."""
+    from mol.runtime.mcp.process import MAX_MESSAGE_BYTES
+
+    return f"{MAX_MESSAGE_BYTES // (1024 * 1024)} MiB per message"
 
 
 @asynccontextmanager
