@@ -80,11 +80,17 @@ def call(name: str, arguments: dict, request_id: object) -> None:
 
 
 def flood() -> None:
+    """The worst of issue 14 item 1, over and over: a 15.9 MiB answer of 640k empty blocks
+    (to a request never made), then log notifications of 5000 objects each."""
+    huge = (b'{"jsonrpc":"2.0","id":999999,"result":{"content":['
+            + b",".join([b'{"type":"text","text":""}'] * 640_000) + b"]}}")
     data = [{"k": i} for i in range(5000)]
     line = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
                        "params": {"level": "info", "data": data}}).encode()
     while True:
-        write(line)
+        write(huge)
+        for _ in range(20):
+            write(line)
 
 
 def main() -> None:
