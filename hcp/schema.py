@@ -14,14 +14,15 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     field_validator,
     model_validator,
 )
+
+from mol.hcp.fields import Digest, EnvVarName, Model, PositiveFloat
+from mol.hcp.mcp import MCPServerConfig
 
 SCHEMA_VERSION = 1
 """The newest ``schema_version`` this mol reads."""
@@ -30,19 +31,7 @@ ADAPTERS = ("L0", "L1", "L2", "L3")
 """The four LoRA specialists: L0 Chat, L1 Agent, L2 Coding, L3 GenUI."""
 
 AdapterName = Literal["L0", "L1", "L2", "L3"]
-EnvVarName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
-PositiveFloat = Annotated[float, Field(gt=0)]
-
 _SERVER_NAME = r"^[A-Za-z0-9_-]+$"
-
-
-class Model(BaseModel):
-    """Base of every HCP section: strict about unknown keys, self-documenting."""
-
-    model_config = ConfigDict(
-        extra="forbid", use_attribute_docstrings=True, validate_default=True
-    )
 
 
 class FileRef(Model):
@@ -205,54 +194,6 @@ class SummaryConfig(Model):
     """Token budget of the summary."""
 
 
-class MCPServerConfig(Model):
-    """An MCP server (Codex field names). Give ``command`` for stdio or ``url`` for
-    streamable HTTP, not both."""
-
-    command: str | None = None
-    """Program to start for a stdio server."""
-    args: list[str] = Field(default_factory=list)
-    """Arguments of ``command``."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for the server (plain values; pass secrets with ``env_vars``)."""
-    env_vars: list[EnvVarName] = Field(default_factory=list)
-    """Names of environment variables passed through from mol's environment."""
-    cwd: str | None = None
-    """Working directory of the server process."""
-    url: str | None = None
-    """Endpoint of a streamable HTTP server."""
-    bearer_token_env_var: EnvVarName | None = None
-    """Environment variable holding the bearer token sent to an HTTP server."""
-    http_headers: dict[str, str] = Field(default_factory=dict)
-    """Extra HTTP headers with plain values (no credentials)."""
-    env_http_headers: dict[str, EnvVarName] = Field(default_factory=dict)
-    """HTTP headers whose values come from the named environment variables."""
-    startup_timeout_sec: PositiveFloat = 10.0
-    """Deadline for starting the server and completing ``initialize``."""
-    tool_timeout_sec: PositiveFloat = 60.0
-    """Deadline of one tool call."""
-    enabled_tools: list[str] | None = None
-    """If set, only these tools of the server are exposed."""
-    disabled_tools: list[str] = Field(default_factory=list)
-    """Tools of the server never exposed (applied after ``enabled_tools``)."""
-    required: bool = False
-    """If the server fails to start, abort the session instead of skipping it."""
-    enabled: bool = True
-    """Set to false to skip the server entirely."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> MCPServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
-        for header in self.http_headers:
-            if header.lower() in ("authorization", "proxy-authorization"):
-                raise ValueError(
-                    f"http_headers.{header} would put a credential inline; "
-                    "use bearer_token_env_var or env_http_headers"
-                )
-        return self
-
-
 class PluginsConfig(Model):
     """Which installed plugins (entry points of group ``mol``) load."""
 
@@ -375,6 +316,16 @@ class HCP(Model):
     """Docker sandbox settings."""
     session: SessionConfig = Field(default_factory=SessionConfig)
     """Session storage."""
+
+    @model_validator(mode="after")
+    def _sampling_adapters(self) -> HCP:
+        declared = set(self.adapters) if isinstance(self.adapters, dict) else set(
+            type(self.adapters).model_fields)
+        for name, server in self.mcp_servers.items():
+            if server.sampling is not None and server.sampling.adapter not in declared:
+                raise ValueError(f"mcp_servers.{name}.sampling.adapter {server.sampling.adapter!r} "
+                                 f"is not an adapter of this artifact ({', '.join(sorted(declared))})")
+        return self
 
     def adapter(self, name: str) -> AdapterConfig:
         """The configuration of adapter ``name`` (``L0``..``L3``)."""

@@ -50,15 +50,18 @@ async def open_runtime(
     checkpoint: Any = None,
     plugins: Any = None,
     engine: Any = None,
+    elicit: Any = None,
 ) -> AsyncIterator[Harness]:
     """A ready harness for ``artifact``; closes every resource it opened on exit.
 
     What the caller's block raises comes out as raised, not wrapped in the
-    exception groups of the background task groups.
+    exception groups of the background task groups. ``elicit`` answers MCP
+    servers' requests for input (``ToolContext.elicit``'s shape); without it
+    they are declined.
     """
     try:
         async with _opened(artifact, engine_url, conversation, approve, checkpoint, plugins,
-                           engine) as harness:
+                           engine, elicit) as harness:
             yield harness
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
@@ -72,7 +75,7 @@ async def open_runtime(
 @asynccontextmanager
 async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
                   approve: Any, checkpoint: Any, plugins: Any,
-                  engine: Any) -> AsyncIterator[Harness]:
+                  engine: Any, elicit: Any) -> AsyncIterator[Harness]:
     async with AsyncExitStack() as stack:
         background = await stack.enter_async_context(anyio.create_task_group())
         background.start_soon(_collect_orphan_sandboxes)
@@ -93,7 +96,7 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
 
             # Servers start in the background: the first turn waits only for the
             # servers its adapter sees. The manager also ends servers a dead runtime left.
-            toolsets.append(await stack.enter_async_context(MCPManager(artifact)))
+            toolsets.append(await stack.enter_async_context(MCPManager(artifact, elicit=elicit)))
         else:
             from mol.runtime.mcp.server import collect_orphan_servers
 
@@ -107,5 +110,7 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
         harness = Harness(artifact, engine=engine, engine_url=engine_url, plugins=plugins,
                           toolsets=toolsets, conversation=conversation, approve=approve,
                           checkpoint=checkpoint, sandbox_pool=pool)
+        for toolset in toolsets:
+            toolset.engine = harness.engine  # MCP sampling answers through the turn's engine
         await stack.enter_async_context(harness)
         yield harness

@@ -10,6 +10,7 @@ half-written view.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,7 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
               outcome: LoopOutcome | None = None) -> LoopOutcome:
     """Run the loop on ``view`` + ``pending`` (uncommitted messages that open or resume it)."""
     outcome = outcome or LoopOutcome()
+    env = _charging(env, outcome)
     view = list(view)  # a snapshot: commits extend the conversation's own list
     specs = tool_specs(env)
     params = env.config.params.model_dump(exclude_none=True)
@@ -122,6 +124,18 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
             outcome.stopped = "client_tools"
             await env.emit(ev.ClientToolsRequested(env.adapter, outcome.client_calls))
             return outcome
+
+
+def _charging(env: LoopEnv, outcome: LoopOutcome) -> LoopEnv:
+    """``env`` whose tools' events go to the turn, their model calls (an MCP server's
+    sampling) charged to the turn's token budget."""
+    async def emit(event: ev.Event) -> None:
+        if isinstance(event, ev.ModelCalled):
+            outcome.tokens += (event.usage.get("prompt_tokens") or 0) + (
+                event.usage.get("completion_tokens") or 0)
+        await env.emit(event)
+
+    return dataclasses.replace(env, context=dataclasses.replace(env.context, emit=emit))
 
 
 async def _stop(env: LoopEnv, pending: list[dict[str, Any]], outcome: LoopOutcome,
@@ -217,7 +231,7 @@ async def _guarded(env: LoopEnv, call_id: str, call: ToolCall) -> ToolResult:
             reason = ("it needs approval and nobody can approve in this session"
                       if env.approve is None else "the user did not approve it")
             return ToolResult(f"Error: {call.name} was not run: {reason}.", is_error=True)
-    result = await run_tool(tool, info.arguments, env.context)
+    result = await run_tool(tool, info.arguments, dataclasses.replace(env.context, call_id=call_id))
     return await _after(env, info, result)
 
 

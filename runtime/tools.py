@@ -91,6 +91,12 @@ class ToolContext:
     """Per-session resources (e.g. the sandbox), shared by the session's calls."""
     sandbox_pool: Any = None
     """The runtime's warm ``SandboxPool`` (``[sandbox] pool_size`` > 0), else None."""
+    emit: Callable[[Any], Awaitable[None]] | None = None
+    """Emits events of the call into the turn (progress; model calls made for it, which
+    count in the turn's usage and token budget)."""
+    elicit: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    """Asks the person for input (``await elicit(server, request)`` -> an MCP
+    ``ElicitResult`` as a dict); None when nobody can answer (requests are declined)."""
 
 
 ToolFunction = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

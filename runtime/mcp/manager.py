@@ -32,14 +32,21 @@ logger = logging.getLogger("mol.mcp")
 
 MAX_RESULT_CHARS = 32_000
 """Default cap of the text of one MCP result a model reads."""
+SHUTDOWN_CAP_SEC = 3.0
+"""How long the servers' orderly teardown may take before it is cut short."""
 
 
 class MCPManager:
     """Owns every MCP server of a session (``async with``); hands adapters their tools."""
 
-    def __init__(self, artifact: Any, *, max_result_chars: int = MAX_RESULT_CHARS) -> None:
+    def __init__(self, artifact: Any, *, max_result_chars: int = MAX_RESULT_CHARS,
+                 elicit: Any = None, engine: Any = None) -> None:
         self.artifact = artifact
         self.max_result_chars = max_result_chars
+        self.elicit = elicit
+        """Asks the person when a server elicits input and the call has no asker of its own."""
+        self.engine = engine
+        """The engine MCP sampling answers through (the harness's; built when first needed)."""
         self.servers = {name: Server(self, name, config)
                         for name, config in artifact.doc.mcp_servers.items()}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -66,10 +73,27 @@ class MCPManager:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        """Stop every server: each closes stdin, then terminates, then kills its process group."""
+        """Stop every server: HTTP sessions end with their ``DELETE``, stdio servers get
+        their stdin closed, then SIGTERM, then SIGKILL (no survivors)."""
         assert self._tg is not None
+        # Close first and give the teardowns a short while: cancelling at once would
+        # cut the HTTP session's DELETE before it is sent.
+        ending = [s.conn for s in self.servers.values() if s.conn is not None]
+        for conn in ending:
+            conn.close()
+        with anyio.move_on_after(SHUTDOWN_CAP_SEC):
+            for conn in ending:
+                await conn.ended.wait()
         self._tg.cancel_scope.cancel()
         await self._stack.aclose()
+
+    def sampling_engine(self) -> Any:
+        """The engine for servers' sampling requests."""
+        if self.engine is None:
+            from mol.runtime.engine import LiteLLMEngine
+
+            self.engine = LiteLLMEngine.from_artifact(self.artifact)
+        return self.engine
 
     def _forget(self) -> None:
         self._tg = None

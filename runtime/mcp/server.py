@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError
+from mol.runtime.mcp.answers import Answers
 from mol.runtime.mcp.naming import (
     definition_digest,
     filter_tools,
@@ -28,6 +29,9 @@ from mol.runtime.mcp.results import cap_text, describe_resource, result_text
 from mol.runtime.tools import Tool, ToolContext, ToolResult
 
 logger = logging.getLogger("mol.mcp")
+
+SANDBOX_RESOURCE = "sandbox"
+"""The session resource key of the sandbox (``mol.plugins.builtin.sandbox``)."""
 
 MAX_BACKOFF_WAIT_SEC = 2.0
 """A call waits out a restart backoff this short; a longer one fails the call at once."""
@@ -79,6 +83,10 @@ class Server:
         self.broken: dict[str, str] = {}
         """Raw tool name -> why its schema cannot be used (the tool is disabled)."""
         self.resources: list[Any] = []
+        """The resources as first listed (the reader tool's description stays as it was)."""
+        self.updated: set[str] = set()
+        """Resource URIs the server said changed (``resources/updated``)."""
+        self.answers = Answers(name, config, manager.artifact.base_dir, manager)
         self.failures = 0
         self.last_death = -math.inf
         self.restarts = 0
@@ -117,7 +125,15 @@ class Server:
 
     async def opened(self, conn: Any) -> None:
         await self.refresh(conn)
-        self.resources = await conn.list_resources()
+        if not self.resources:
+            self.resources = await conn.list_resources()
+        await conn.opened()
+
+    async def on_change(self, conn: Any, what: str) -> None:
+        """A list other than the tools changed, or a subscribed resource did."""
+        if what.startswith("resource:"):
+            self.updated.add(what.removeprefix("resource:"))
+        logger.info("MCP server %r: %s changed", self.name, what)
 
     async def refresh(self, conn: Any) -> None:
         definitions = await conn.list_tools()
@@ -134,12 +150,12 @@ class Server:
                 self.schemas[raw] = outcome
 
     async def connect(self) -> Any:
-        from mol.runtime.mcp.connection import Startup, run_connection
+        from mol.runtime.mcp.lifecycle import Startup, run_connection
 
         startup = Startup()
         self.manager.task_group.start_soon(
             run_connection, self.name, self.config, self.manager.artifact.base_dir, startup,
-            self.refresh, self.opened)
+            self.refresh, self.opened, self.answers, self.on_change)
         await startup.done.wait()
         if startup.error is not None:
             raise startup.error
@@ -187,8 +203,10 @@ class Server:
                 self.last_death = anyio.current_time()
                 raise
 
-    async def call_tool(self, raw: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call server tool ``raw``; an ``isError`` result becomes an error ``ToolResult``."""
+    async def call_tool(self, raw: str, arguments: dict[str, Any],
+                        context: ToolContext | None = None) -> ToolResult:
+        """Call server tool ``raw`` for ``context``'s call (server requests meanwhile are
+        attributed to it); an ``isError`` result becomes an error ``ToolResult``."""
         if raw in self.changed:
             return ToolResult(f"Error: tool {raw!r} of MCP server {self.name!r} is disabled for "
                               f"this session: {self.changed[raw]}", is_error=True)
@@ -196,10 +214,21 @@ class Server:
         if raw not in self.present:
             return ToolResult(f"Error: MCP server {self.name!r} no longer offers tool {raw!r}",
                               is_error=True)
-        result = await conn.call_tool(raw, arguments)
+        await self._offer_workspace(conn, context)
+        with self.answers.calling(context):
+            result = await conn.call_tool(raw, arguments, context)
         self.failures = 0
         text = result_text(result.content, result.structured_content, self.manager.max_result_chars)
         return ToolResult(text, is_error=bool(result.is_error), data=result.structured_content)
+
+    async def _offer_workspace(self, conn: Any, context: ToolContext | None) -> None:
+        """Offer the session's sandbox workspace as a root once it exists (``list_changed``)."""
+        resources = getattr(context, "resources", None)
+        artifact = getattr(context, "artifact", None) or self.manager.artifact
+        if self.answers.workspace or resources is None or resources.peek(SANDBOX_RESOURCE) is None:
+            return
+        self.answers.workspace = artifact.doc.sandbox.workspace
+        await conn.roots_changed()
 
     async def read_resource(self, uri: str) -> ToolResult:
         conn = await self.connection()
@@ -223,7 +252,7 @@ class Server:
 
     def _caller(self, raw: str) -> Any:
         async def call(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-            return await self.call_tool(raw, arguments)
+            return await self.call_tool(raw, arguments, context)
         return call
 
     def resource_tool(self) -> Tool | None:

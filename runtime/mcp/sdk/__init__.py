@@ -1,8 +1,10 @@
-"""The boundary to the ``mcp`` SDK: the only module that imports it.
+"""The boundary to the ``mcp`` SDK: the only package that imports it.
 
 It opens the SDK client over a transport (a stdio server process mol owns,
-or streamable HTTP with the configured headers), and reads what the SDK hands
-back: which failures are SDK errors, change notifications, protocol eras.
+or streamable HTTP with the configured headers and OAuth, ``oauth``), with
+the client side of the protocol (``callbacks``: sampling, elicitation, roots,
+logging), and reads what the SDK hands back: which failures are SDK errors,
+change notifications, protocol eras.
 The SDK is imported inside functions: importing it costs more than a second,
 which ``mol --help`` and sessions without MCP must not pay.
 """
@@ -48,11 +50,65 @@ def failure_of(exc: Exception) -> Failure | None:
     return None
 
 
-def is_tools_changed(message: Any) -> bool:
-    """Whether a server message says its tool list changed (handshake era)."""
+def notice(message: Any) -> str | None:
+    """What a server notification says changed (``tools``, ``resources``, ``prompts``,
+    ``resource:<uri>``), or None."""
+    from mol.runtime.mcp.sdk.callbacks import notice as classify
+
+    return classify(message)
+
+
+def event_kind(event: Any) -> str | None:
+    """What a 2026-07-28 subscription event says changed (as ``notice`` does)."""
+    name = type(event).__name__.lower()
+    for kind in ("tools", "prompts", "resources"):
+        if kind[:-1] in name and "list" in name:
+            return kind
+    uri = getattr(event, "uri", None)
+    return f"resource:{uri}" if uri else None
+
+
+def complete(client: Any, ref: dict[str, Any], argument: dict[str, str],
+             context: dict[str, str] | None) -> Any:
+    """``completion/complete`` of a prompt (``{"type": "ref/prompt", "name"}``) or a resource
+    template (``{"type": "ref/resource", "uri"}``) argument."""
     from mcp import types
 
-    return isinstance(message, types.ToolListChangedNotification)
+    model = types.PromptReference if ref.get("type") == "ref/prompt" else types.ResourceTemplateReference
+    return client.complete(model.model_validate(ref), argument, context)
+
+
+async def ping(client: Any, protocol_version: str | None) -> Any:
+    """A liveness check: ``ping`` (handshake era) or a fresh ``server/discover``."""
+    import mcp_types as types
+
+    if is_modern(protocol_version):
+        return await client.session.discover()
+    return await client.session.send_request(types.PingRequest(), types.EmptyResult)
+
+
+async def subscribe(client: Any, uri: str) -> Any:
+    """``resources/subscribe`` (handshake era; the SDK's own method warns it is deprecated,
+    but these servers speak only that era)."""
+    import mcp_types as types
+
+    request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+    return await client.session.send_request(request, types.EmptyResult)
+
+
+async def set_log_level(client: Any, level: str) -> Any:
+    """``logging/setLevel`` (handshake era; 2026-07-28 opts in per request)."""
+    import mcp_types as types
+
+    request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+    return await client.session.send_request(request, types.EmptyResult)
+
+
+async def roots_changed(client: Any) -> None:
+    """``notifications/roots/list_changed`` (handshake era)."""
+    import mcp_types as types
+
+    await client.session.send_notification(types.RootsListChangedNotification())
 
 
 def is_modern(protocol_version: str | None) -> bool:
@@ -91,9 +147,23 @@ async def open_client(conn: Any, stack: AsyncExitStack, base_dir: Path) -> Any:
         transport = _stdio_transport(conn, base_dir)
     else:
         transport = await _http_transport(conn, stack)
+    from mol.runtime.mcp.sdk.callbacks import client_options
+
     client = Client(transport, mode="auto", cache=None, message_handler=conn.on_message,
-                    client_info=Implementation(name="mol", version=__version__))
+                    client_info=Implementation(name="mol", version=__version__),
+                    **client_options(conn.answers))
     return await stack.enter_async_context(client)
+
+
+def unauthorized(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is an HTTP 401 from the server."""
+    import httpx2
+
+    while exc is not None:
+        if isinstance(exc, httpx2.HTTPStatusError) and exc.response.status_code == 401:
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
 
 
 _INLINE_BYTES = 16 * 1024
@@ -237,6 +307,10 @@ async def _http_transport(conn: Any, stack: AsyncExitStack) -> Any:
         if not token:
             raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
         headers["Authorization"] = f"Bearer {token}"
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    from mol.runtime.mcp.sdk.oauth import auth_for, url_guard
+
+    auth = auth_for(conn.name, config) if config.oauth is not None else None
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), auth=auth,
+                              event_hooks={"request": [url_guard(config.url)]})
     await stack.enter_async_context(http)
     return streamable_http_client(config.url, http_client=http)
