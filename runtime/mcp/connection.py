@@ -111,7 +111,7 @@ class Connection:
         items: list[Any] = []
         cursor = None
         for _ in range(_PAGE_CAP):
-            page = await self.request(fetch(cursor), f"{key}/list")
+            page = await self.request(fetch(cursor), f"{key.replace('_', '/')}/list")
             items.extend(getattr(page, key))
             cursor = page.next_cursor
             if cursor is None:
@@ -153,7 +153,7 @@ class Connection:
         if not self.capability("resources"):
             return []
         return await self._all_pages(
-            lambda cursor: self.client.list_resource_templates(cursor=cursor), "resourceTemplates")
+            lambda cursor: self.client.list_resource_templates(cursor=cursor), "resource_templates")
 
     async def complete(self, ref: dict[str, Any], argument: dict[str, str],
                        context: dict[str, str] | None = None) -> list[str]:
@@ -170,6 +170,9 @@ class Connection:
 
     async def subscribe(self, uri: str) -> None:
         """Have the server say when resource ``uri`` changes (``resources/updated``)."""
+        resources = self.capability("resources")
+        if not getattr(resources, "subscribe", False):
+            raise MCPError(f"MCP server {self.name!r} does not offer resource subscriptions")
         if sdk.is_modern(self.protocol_version):
             await self.task_group.start(self._listen_resource, uri)
             return
