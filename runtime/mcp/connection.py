@@ -38,6 +38,8 @@ class Connection:
         self.on_change = on_change
         self.ended = anyio.Event()
         """Set once the connection's teardown finished."""
+        self.unauthorized = False
+        """An HTTP server answered 401 and no ``oauth`` is configured."""
         self.task_group: Any = None
         """The group of the connection's watchers (subscriptions)."""
         self.client: Any = None
@@ -82,6 +84,13 @@ class Connection:
     def close(self) -> None:
         """End the connection on purpose (session shutdown)."""
         self.closed.set()
+
+    def unauthorized_reason(self) -> str | None:
+        """Why requests fail when the server wants authorization mol was not given."""
+        if not self.unauthorized:
+            return None
+        return (f"the server requires authorization (HTTP 401): configure "
+                f"[mcp_servers.{self.name}] oauth and run 'mol mcp login {self.name}'")
 
     def release(self) -> None:
         """Free the connection's streams (after its tasks ended)."""
@@ -218,7 +227,8 @@ class Connection:
                 self.fail("the connection closed")
             if self.closed.is_set():
                 raise self._died(what) from exc
-            raise MCPError(f"MCP server {self.name!r}: {what} {failure.message}") from exc
+            raise MCPError(f"MCP server {self.name!r}: {what} "
+                           f"{self.unauthorized_reason() or failure.message}") from exc
         finally:
             self._inflight.discard(scope)
         raise self._died(what)  # ``fail`` cancelled the request
@@ -240,11 +250,8 @@ class Connection:
         elif isinstance(message, Exception):
             # Only the HTTP transport reports errors this way: treat it like a dead
             # process (fail what is in flight; the next call reconnects).
-            if sdk.unauthorized(message):
-                self.fail(f"the server requires authorization (HTTP 401): configure "
-                          f"[mcp_servers.{self.name}] oauth and run 'mol mcp login {self.name}'")
-            else:
-                self.fail(f"transport error: {type(message).__name__}: {message}")
+            self.fail(self.unauthorized_reason() or
+                      f"transport error: {type(message).__name__}: {message}")
 
     def _signal_change(self) -> None:
         # One pending refresh is enough: it reads the whole list.

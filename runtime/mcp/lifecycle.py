@@ -106,7 +106,7 @@ def _startup_failed(conn: Connection, startup: Startup, exc: BaseException, time
     elif isinstance(exc, anyio.get_cancelled_exc_class()):
         reason = "the session ended during startup"
     else:
-        reason = conn.failure or _explain(exc)
+        reason = conn.failure or conn.unauthorized_reason() or _explain(exc)
     startup.error = MCPStartupError(f"MCP server {conn.name!r} failed to start: {reason}")
     startup.error.__cause__ = exc if isinstance(exc, Exception) else None
     conn.fail(reason)

@@ -40,13 +40,16 @@ class MCPManager:
     """Owns every MCP server of a session (``async with``); hands adapters their tools."""
 
     def __init__(self, artifact: Any, *, max_result_chars: int = MAX_RESULT_CHARS,
-                 elicit: Any = None, engine: Any = None) -> None:
+                 elicit: Any = None, engine: Any = None, sign_in: Any = None) -> None:
         self.artifact = artifact
         self.max_result_chars = max_result_chars
         self.elicit = elicit
         """Asks the person when a server elicits input and the call has no asker of its own."""
         self.engine = engine
         """The engine MCP sampling answers through (the harness's; built when first needed)."""
+        self.sign_in = sign_in
+        """``await sign_in(url)`` shows a person an OAuth authorization URL (``mol mcp login``);
+        None: a server needing a sign-in fails, naming ``mol mcp login``."""
         self.servers = {name: Server(self, name, config)
                         for name, config in artifact.doc.mcp_servers.items()}
         self._tg: anyio.abc.TaskGroup | None = None

@@ -155,17 +155,6 @@ async def open_client(conn: Any, stack: AsyncExitStack, base_dir: Path) -> Any:
     return await stack.enter_async_context(client)
 
 
-def unauthorized(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) is an HTTP 401 from the server."""
-    import httpx2
-
-    while exc is not None:
-        if isinstance(exc, httpx2.HTTPStatusError) and exc.response.status_code == 401:
-            return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return False
-
-
 _INLINE_BYTES = 16 * 1024
 """Lines up to this size are decoded on the event loop (a thread hop costs more)."""
 
@@ -309,8 +298,14 @@ async def _http_transport(conn: Any, stack: AsyncExitStack) -> Any:
         headers["Authorization"] = f"Bearer {token}"
     from mol.runtime.mcp.sdk.oauth import auth_for, url_guard
 
-    auth = auth_for(conn.name, config) if config.oauth is not None else None
+    sign_in = getattr(getattr(conn.answers, "manager", None), "sign_in", None)
+    auth = auth_for(conn.name, config, sign_in) if config.oauth is not None else None
+    async def note_401(response: Any) -> None:
+        if response.status_code == 401 and auth is None:
+            conn.unauthorized = True
+
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), auth=auth,
-                              event_hooks={"request": [url_guard(config.url)]})
+                              event_hooks={"request": [url_guard(config.url)],
+                                           "response": [note_401]})
     await stack.enter_async_context(http)
     return streamable_http_client(config.url, http_client=http)

@@ -8,7 +8,7 @@ Tokens and the registered client live in ``<state>/mcp-oauth/`` (``$MOL_STATE_DI
 else ``$XDG_STATE_HOME/mol``, else ``~/.local/state/mol``), each file mode
 0600. A runtime never starts a browser flow: a server that needs a sign-in
 fails with a message naming ``mol mcp login NAME``, which runs the flow once
-(``login``): it prints the authorization URL and waits on a loopback redirect.
+(``SignIn``): it prints the authorization URL and waits on a loopback redirect.
 
 ``url_guard`` checks every request the connection makes, the OAuth ones
 included: a URL whose host is private, link-local, loopback or otherwise not
@@ -146,13 +146,13 @@ async def check_url(url: str) -> None:
 
 def redirect_uri(config: Any) -> str:
     """The loopback redirect of ``mol mcp login``."""
-    return f"http://127.0.0.1:{config.redirect_port}/callback"
+    return f"http://127.0.0.1:{config.oauth.redirect_port}/callback"
 
 
-def auth_for(name: str, config: Any, *, redirect: Callable[[str], Awaitable[None]] | None = None,
-             callback: Callable[[], Awaitable[Any]] | None = None) -> Any:
-    """The ``httpx2.Auth`` of server ``name``; without ``redirect`` (a runtime, not a
-    login) a needed sign-in fails, naming ``mol mcp login``."""
+def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] | None = None) -> Any:
+    """The ``httpx2.Auth`` of server ``name``. ``sign_in`` opens an authorization URL
+    for a person (prints it, starts a browser); without it (a headless runtime) a needed
+    sign-in fails, naming ``mol mcp login``."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
     from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
@@ -169,13 +169,6 @@ def auth_for(name: str, config: Any, *, redirect: Callable[[str], Awaitable[None
                                   "client_secret_env_var")
         return ClientCredentialsOAuthProvider(config.url, storage, oauth.client_id, secret,
                                               scope=scope)
-
-    async def needs_login(url: str) -> None:
-        raise MCPStartupError(f"MCP server {name!r} needs a sign-in: run 'mol mcp login {name}'")
-
-    async def no_callback() -> Any:
-        raise MCPStartupError(f"MCP server {name!r} needs a sign-in: run 'mol mcp login {name}'")
-
     if oauth.client_id and not os.path.exists(storage.path):
         client = OAuthClientInformationFull(
             client_id=oauth.client_id, client_secret=secret, redirect_uris=[redirect_uri(config)],
@@ -184,29 +177,53 @@ def auth_for(name: str, config: Any, *, redirect: Callable[[str], Awaitable[None
     metadata = OAuthClientMetadata(
         client_name="mol", redirect_uris=[redirect_uri(config)], scope=scope,
         grant_types=["authorization_code", "refresh_token"], response_types=["code"])
+    flow = SignIn(name, config, sign_in)
     return OAuthClientProvider(
-        config.url, metadata, storage, redirect_handler=redirect or needs_login,
-        callback_handler=callback or no_callback, client_metadata_url=oauth.client_metadata_url)
+        config.url, metadata, storage, redirect_handler=flow.redirect,
+        callback_handler=flow.callback, client_metadata_url=oauth.client_metadata_url)
 
 
-class LoopbackCallback:
-    """The redirect target of a login: one HTTP request on 127.0.0.1, its query kept."""
+class SignIn:
+    """One authorization-code sign-in at a time: the URL goes to ``open_url``, the browser
+    comes back to a loopback listener (``http://127.0.0.1:PORT/callback``)."""
 
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.query: dict[str, str] | None = None
+    def __init__(self, name: str, config: Any, open_url: Callable[[str], Awaitable[None]] | None
+                 ) -> None:
+        self.name = name
+        self.config = config
+        self.open_url = open_url
+        self.url = ""
+        self.listener: Any = None
+        self.query: dict[str, str] = {}
         self.arrived = anyio.Event()
 
-    async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen until the redirect arrived (started once listening)."""
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port,
-                                                   reuse_port=False)
-        async with listener:
-            task_status.started()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(listener.serve, self._handle)
+    async def redirect(self, url: str) -> None:
+        """Check the authorization URL and listen for the redirect (the SDK's redirect handler)."""
+        if self.open_url is None:
+            raise MCPStartupError(f"MCP server {self.name!r} needs a sign-in: run "
+                                  f"'mol mcp login {self.name}'")
+        if not await is_local(self.config.url):
+            await check_url(url)
+        self.url, self.query, self.arrived = url, {}, anyio.Event()
+        self.listener = await anyio.create_tcp_listener(
+            local_host="127.0.0.1", local_port=self.config.oauth.redirect_port)
+
+    async def callback(self) -> Any:
+        """Open the URL, wait for the browser to come back; the code (the callback handler)."""
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        assert self.open_url is not None and self.listener is not None
+        async with self.listener, anyio.create_task_group() as tg:
+            tg.start_soon(self.listener.serve, self._handle)
+            await self.open_url(self.url)
+            with anyio.fail_after(LOGIN_TIMEOUT_SEC):
                 await self.arrived.wait()
-                tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()
+        if "code" not in self.query:
+            reason = self.query.get("error_description") or self.query.get("error") or "no code came back"
+            raise MCPError(f"the sign-in to MCP server {self.name!r} failed: {reason}")
+        return AuthorizationCodeResult(code=self.query["code"], state=self.query.get("state"),
+                                       iss=self.query.get("iss"))
 
     async def _handle(self, stream: Any) -> None:
         async with stream:
@@ -214,8 +231,8 @@ class LoopbackCallback:
             with anyio.move_on_after(10):
                 while b"\r\n\r\n" not in data and len(data) < 65536:
                     data += await stream.receive()
-            target = data.split(b" ", 2)[1].decode(errors="replace") if data.count(b" ") >= 2 else ""
-            parts = urlsplit(target)
+            words = data.split(b" ", 2)
+            parts = urlsplit(words[1].decode(errors="replace") if len(words) > 2 else "")
             if parts.path != "/callback":
                 await stream.send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 return
@@ -224,41 +241,3 @@ class LoopbackCallback:
             await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
                               + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
             self.arrived.set()
-
-    async def result(self) -> Any:
-        """The authorization code (and state, issuer) once the browser came back."""
-        from mcp.shared.auth import AuthorizationCodeResult
-
-        with anyio.fail_after(LOGIN_TIMEOUT_SEC):
-            await self.arrived.wait()
-        query = self.query or {}
-        if "code" not in query:
-            raise MCPError(f"the sign-in failed: {query.get('error_description') or query.get('error') or 'no code came back'}")
-        return AuthorizationCodeResult(code=query["code"], state=query.get("state"),
-                                       iss=query.get("iss"))
-
-
-async def login(name: str, config: Any, open_url: Callable[[str], Awaitable[None]]) -> None:
-    """Sign in to server ``name`` once: the authorization URL goes to ``open_url`` (print it,
-    open a browser), the loopback redirect brings the code, tokens are stored."""
-    import httpx2
-    from mcp import Client
-
-    callback = LoopbackCallback(config.oauth.redirect_port)
-
-    async def redirect(url: str) -> None:
-        if not await is_local(config.url):
-            await check_url(url)
-        await open_url(url)
-
-    auth = auth_for(name, config, redirect=redirect, callback=callback.result)
-    async with anyio.create_task_group() as tg:
-        await tg.start(callback.serve)
-        async with httpx2.AsyncClient(auth=auth, timeout=30,
-                                      event_hooks={"request": [url_guard(config.url)]}) as http:
-            from mcp.client.streamable_http import streamable_http_client
-
-            async with Client(streamable_http_client(config.url, http_client=http), mode="auto",
-                              cache=None) as client:
-                await client.list_tools()
-        callback.arrived.set()
