@@ -8,6 +8,7 @@ import logging
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mol.hcp.loader import load_text
@@ -18,7 +19,7 @@ from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.tools import ToolContext
 
-from .conftest import artifact_text, stdio_server
+from .conftest import artifact_text, stdio_server, wait_for
 
 pytestmark = pytest.mark.anyio
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -149,3 +150,12 @@ async def test_the_http_session_delete_reaches_the_server_at_shutdown(tmp_path, 
         assert mcp.status()[0].protocol_version < "2026"  # a session-based (handshake) server
     # Asserted on the server side: the DELETE arrived before mol's teardown finished.
     assert "http DELETE" in call_log.read_text()
+
+
+async def test_a_cancelled_turn_cancels_the_call_at_the_server(tmp_path, call_log):
+    async with MCPManager(load(tmp_path, {"s": stdio_server("--legacy")})) as mcp:
+        await mcp.wait_ready()
+        with anyio.move_on_after(1.0):  # the turn is cancelled while the call hangs
+            await mcp.call("L1", "mcp__s__hang", {})
+        await wait_for(lambda: "cancelled hang" in call_log.read_text(), within=10)
+        assert (await mcp.call("L1", "mcp__s__echo", {"text": "still"})).content == "still"
