@@ -27,13 +27,31 @@ class MCPOAuthConfig(Model):
     authorization server, dynamic client registration or a pre-registered client, PKCE,
     refresh, scope step-up. Tokens are kept under the state folder with mode 0600."""
 
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] = (
+        "authorization_code")
     """``authorization_code``: a person signs in once with ``mol mcp login NAME``;
-    ``client_credentials``: mol gets tokens itself (machine-to-machine)."""
+    ``client_credentials``: mol gets tokens itself (machine-to-machine);
+    ``identity_assertion``: enterprise-managed authorization (SEP-990), the user's ID token
+    exchanged at the enterprise identity provider for an ID-JAG, then for a token."""
     client_id: str | None = None
     """A pre-registered client; unset: dynamic client registration."""
     client_secret_env_var: EnvVarName | None = None
     """Environment variable holding the pre-registered client's secret."""
+    private_key_env_var: EnvVarName | None = None
+    """With ``client_credentials``: environment variable holding a PEM private key; the
+    client then authenticates with a signed JWT (RFC 7523 ``private_key_jwt``) instead of
+    a secret."""
+    signing_algorithm: str = "ES256"
+    """JWS algorithm of that JWT (``ES256``, ``RS256``, ...)."""
+    issuer: str | None = None
+    """With ``identity_assertion``: the MCP authorization server's issuer (configured, never
+    taken from the resource server)."""
+    idp_token_endpoint: str | None = None
+    """With ``identity_assertion``: the identity provider's token endpoint (RFC 8693)."""
+    idp_client_id: str | None = None
+    """With ``identity_assertion``: mol's client id at the identity provider."""
+    id_token_env_var: EnvVarName | None = None
+    """With ``identity_assertion``: environment variable holding the user's ID token."""
     client_metadata_url: str | None = None
     """An HTTPS URL naming a client metadata document (used as the client id where the
     authorization server supports it)."""

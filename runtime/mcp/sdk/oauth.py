@@ -154,7 +154,6 @@ def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] |
     for a person (prints it, starts a browser); without it (a headless runtime) a needed
     sign-in fails, naming ``mol mcp login``."""
     from mcp.client.auth import OAuthClientProvider
-    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
     from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
     oauth = config.oauth
@@ -164,11 +163,9 @@ def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] |
         raise MCPStartupError(f"client_secret_env_var {oauth.client_secret_env_var} is not set")
     scope = " ".join(oauth.scopes) or None
     if oauth.grant == "client_credentials":
-        if not oauth.client_id or not secret:
-            raise MCPStartupError("oauth.grant = 'client_credentials' needs client_id and "
-                                  "client_secret_env_var")
-        return ClientCredentialsOAuthProvider(config.url, storage, oauth.client_id, secret,
-                                              scope=scope)
+        return _machine_auth(config, storage, secret, scope)
+    if oauth.grant == "identity_assertion":
+        return _enterprise_auth(config, storage, secret, scope)
     if oauth.client_id and not os.path.exists(storage.path):
         client = OAuthClientInformationFull(
             client_id=oauth.client_id, client_secret=secret, redirect_uris=[redirect_uri(config)],
@@ -181,6 +178,63 @@ def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] |
     return OAuthClientProvider(
         config.url, metadata, storage, redirect_handler=flow.redirect,
         callback_handler=flow.callback, client_metadata_url=oauth.client_metadata_url)
+
+
+def _machine_auth(config: Any, storage: FileTokenStorage, secret: str | None,
+                  scope: str | None) -> Any:
+    """``client_credentials`` with a secret, or with a signed JWT (``private_key_jwt``)."""
+    from mcp.client.auth.extensions.client_credentials import (
+        ClientCredentialsOAuthProvider,
+        PrivateKeyJWTOAuthProvider,
+        SignedJWTParameters,
+    )
+
+    oauth = config.oauth
+    key = os.environ.get(oauth.private_key_env_var) if oauth.private_key_env_var else None
+    if oauth.private_key_env_var and not key:
+        raise MCPStartupError(f"private_key_env_var {oauth.private_key_env_var} is not set")
+    if not oauth.client_id or not (secret or key):
+        raise MCPStartupError("oauth.grant = 'client_credentials' needs client_id and "
+                              "client_secret_env_var or private_key_env_var")
+    if key:
+        jwt = SignedJWTParameters(issuer=oauth.client_id, subject=oauth.client_id,
+                                  signing_key=key, signing_algorithm=oauth.signing_algorithm)
+        return PrivateKeyJWTOAuthProvider(config.url, storage, oauth.client_id,
+                                          jwt.create_assertion_provider(), scope=scope)
+    return ClientCredentialsOAuthProvider(config.url, storage, oauth.client_id, secret, scope=scope)
+
+
+def _enterprise_auth(config: Any, storage: FileTokenStorage, secret: str | None,
+                     scope: str | None) -> Any:
+    """SEP-990: the ID token exchanged at the identity provider (RFC 8693) for an ID-JAG,
+    presented to the MCP authorization server as a jwt-bearer grant (RFC 7523)."""
+    import httpx2
+    from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+
+    oauth = config.oauth
+    id_token = os.environ.get(oauth.id_token_env_var or "")
+    if not (oauth.client_id and secret and oauth.issuer and oauth.idp_token_endpoint
+            and oauth.idp_client_id and id_token):
+        raise MCPStartupError("oauth.grant = 'identity_assertion' needs client_id, "
+                              "client_secret_env_var, issuer, idp_token_endpoint, idp_client_id "
+                              "and id_token_env_var (set)")
+
+    async def id_jag(audience: str, resource: str) -> str:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            answer = await http.post(oauth.idp_token_endpoint, data={
+                "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+                "subject_token": id_token,
+                "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+                "audience": audience, "resource": resource, "client_id": oauth.idp_client_id})
+        if answer.status_code != 200:
+            raise MCPError(f"the identity provider refused the token exchange: HTTP "
+                           f"{answer.status_code}")
+        return answer.json()["access_token"]
+
+    return IdentityAssertionOAuthProvider(
+        config.url, storage, oauth.client_id, secret, oauth.issuer, id_jag, scope=scope,
+        token_endpoint_auth_method="client_secret_basic")
 
 
 class SignIn:

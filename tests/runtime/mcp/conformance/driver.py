@@ -65,8 +65,18 @@ def artifact_text(url: str) -> str:
         if CONTEXT.get("client_secret"):
             os.environ["CONFORMANCE_CLIENT_SECRET"] = CONTEXT["client_secret"]
             oauth.append('client_secret_env_var = "CONFORMANCE_CLIENT_SECRET"')
+        if CONTEXT.get("private_key_pem"):
+            os.environ["CONFORMANCE_PRIVATE_KEY"] = CONTEXT["private_key_pem"]
+            oauth.append('private_key_env_var = "CONFORMANCE_PRIVATE_KEY"')
+            oauth.append(f"signing_algorithm = {_toml(CONTEXT.get('signing_algorithm', 'ES256'))}")
         if SCENARIO.startswith("auth/client-credentials"):
             oauth.append('grant = "client_credentials"')
+        if CONTEXT.get("idp_token_endpoint"):
+            os.environ["CONFORMANCE_ID_TOKEN"] = CONTEXT["idp_id_token"]
+            oauth += ['grant = "identity_assertion"', f"issuer = {_toml(issuer_of(url))}",
+                      f"idp_token_endpoint = {_toml(CONTEXT['idp_token_endpoint'])}",
+                      f"idp_client_id = {_toml(CONTEXT['idp_client_id'])}",
+                      'id_token_env_var = "CONFORMANCE_ID_TOKEN"']
         server.append("oauth = { " + ", ".join(oauth) + " }")
     return "\n".join([
         'schema_version = 1', 'name = "conformance"',
@@ -74,6 +84,16 @@ def artifact_text(url: str) -> str:
         '[router]', 'prompt = "route"',
         '[adapters.L1]', 'mcp_servers = ["conformance"]',
         '[mcp_servers.conformance]', *server, ""])
+
+
+def issuer_of(url: str) -> str:
+    """The authorization server of the mock (SEP-990 configures it; the suite does not say
+    it, so the driver reads the resource's metadata, as the Python SDK's own client does)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    metadata = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+    return httpx.get(metadata, timeout=30).json()["authorization_servers"][0]
 
 
 async def browse(url: str) -> None:
