@@ -23,7 +23,6 @@ from typing import Any, Protocol, get_type_hints
 import anyio
 
 from mol.runtime.errors import ToolError
-from mol.runtime.hooks import maybe_await
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """Names engines accept for functions (OpenAI: letters, digits, ``_`` and ``-``, 64 at most)."""
@@ -251,6 +250,8 @@ def to_result(value: Any) -> ToolResult:
 async def run_tool(tool: Tool, raw_arguments: str | dict[str, Any] | None,
                    context: ToolContext) -> ToolResult:
     """Parse and validate arguments, then run the tool; failures become error results."""
+    from mol.runtime.hooks import maybe_await
+
     try:
         arguments = parse_arguments(raw_arguments)
         check = tool.validate or (lambda a: _check_schema(tool.parameters, a))
