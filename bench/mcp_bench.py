@@ -1,6 +1,6 @@
 """Benchmark: an MCP tool-call round trip through mol vs a bare ``mcp`` client session.
 
-Both talk to the same test server program (``tests/mcp/servers/scripted_server.py``,
+Both talk to the same test server program (``tests/runtime/mcp/servers/scripted_server.py``,
 one process each) over stdio, in the same run. mol's path is what the harness
 runs: ``run_tool`` (argument validation against the tool's JSON Schema) ->
 ``MCPManager`` tool -> mol's own stdio transport -> result conversion. The
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import anyio
 
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp" / "servers" / "scripted_server.py"
+SERVER = (Path(__file__).resolve().parent.parent / "tests" / "runtime" / "mcp" / "servers"
+          / "scripted_server.py")
 ARGS = {"text": "hello from the benchmark"}
 
 

@@ -264,6 +264,16 @@ class HCP(Model):
     session: SessionConfig = Field(default_factory=SessionConfig)
     """Session storage."""
 
+    @model_validator(mode="after")
+    def _sampling_adapters(self) -> HCP:
+        declared = set(self.adapters) if isinstance(self.adapters, dict) else set(
+            type(self.adapters).model_fields)
+        for name, server in self.mcp_servers.items():
+            if server.sampling is not None and server.sampling.adapter not in declared:
+                raise ValueError(f"mcp_servers.{name}.sampling.adapter {server.sampling.adapter!r} "
+                                 f"is not an adapter of this artifact ({', '.join(sorted(declared))})")
+        return self
+
     def adapter(self, name: str) -> AdapterConfig:
         """The configuration of adapter ``name`` (``L0``..``L3``)."""
         return getattr(self.adapters, name)

@@ -1,64 +1,17 @@
-"""The tool-side sections of the HCP artifact: MCP servers, plugins, hooks, skills,
-bundles, the sandbox and session storage (``mol.hcp.schema`` assembles the document)."""
+"""The tool-side sections of the HCP artifact: plugins, hooks, skills, bundles, the sandbox
+and session storage; MCP servers live in ``mol.hcp.mcp`` (``mol.hcp.schema`` assembles the
+document)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from mol.hcp.base import EnvVarName, Model, PositiveFloat
+from mol.hcp.base import Model, PositiveFloat
+from mol.hcp.mcp import MCPServerConfig
 
-
-class MCPServerConfig(Model):
-    """An MCP server (Codex field names). Give ``command`` for stdio or ``url`` for
-    streamable HTTP, not both."""
-
-    command: str | None = None
-    """Program to start for a stdio server."""
-    args: list[str] = Field(default_factory=list)
-    """Arguments of ``command``."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for the server (plain values; pass secrets with ``env_vars``)."""
-    env_vars: list[EnvVarName] = Field(default_factory=list)
-    """Names of environment variables passed through from mol's environment."""
-    env_from: dict[EnvVarName, EnvVarName] = Field(default_factory=dict)
-    """Server variables set from mol's environment variables of another name
-    (``{ GITHUB_TOKEN = "MY_GITHUB_TOKEN" }``); an unset source variable is left out."""
-    cwd: str | None = None
-    """Working directory of the server process."""
-    url: str | None = None
-    """Endpoint of a streamable HTTP server."""
-    bearer_token_env_var: EnvVarName | None = None
-    """Environment variable holding the bearer token sent to an HTTP server."""
-    http_headers: dict[str, str] = Field(default_factory=dict)
-    """Extra HTTP headers with plain values (no credentials)."""
-    env_http_headers: dict[str, EnvVarName] = Field(default_factory=dict)
-    """HTTP headers whose values come from the named environment variables."""
-    startup_timeout_sec: PositiveFloat = 10.0
-    """Deadline for starting the server and completing ``initialize``."""
-    tool_timeout_sec: PositiveFloat = 60.0
-    """Deadline of one tool call."""
-    enabled_tools: list[str] | None = None
-    """If set, only these tools of the server are exposed."""
-    disabled_tools: list[str] = Field(default_factory=list)
-    """Tools of the server never exposed (applied after ``enabled_tools``)."""
-    required: bool = False
-    """If the server fails to start, abort the session instead of skipping it."""
-    enabled: bool = True
-    """Set to false to skip the server entirely."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> MCPServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
-        for header in self.http_headers:
-            if header.lower() in ("authorization", "proxy-authorization"):
-                raise ValueError(
-                    f"http_headers.{header} would put a credential inline; "
-                    "use bearer_token_env_var or env_http_headers"
-                )
-        return self
+__all__ = ["MCPServerConfig"]  # defined in mol.hcp.mcp, re-exported with the other sections
 
 
 class PluginsConfig(Model):

@@ -1,7 +1,7 @@
 """The composition root: everything a conversation needs, opened and closed together.
 
-``open_runtime`` removes sandboxes orphaned by dead runtimes (in the
-background), starts the embedded engine when the artifact asks for it and
+``open_runtime`` removes sandboxes and MCP server processes orphaned by dead
+runtimes (in the background), starts the embedded engine when the artifact asks for it and
 none answers, loads the plugins, starts the MCP servers the artifact declares
 (in the background), opens the warm sandbox pool when ``[sandbox] pool_size``
 asks for one, and yields a ready ``Harness``.
@@ -50,15 +50,18 @@ async def open_runtime(
     checkpoint: Any = None,
     plugins: Any = None,
     engine: Any = None,
+    elicit: Any = None,
 ) -> AsyncIterator[Harness]:
     """A ready harness for ``artifact``; closes every resource it opened on exit.
 
     What the caller's block raises comes out as raised, not wrapped in the
-    exception groups of the background task groups.
+    exception groups of the background task groups. ``elicit`` answers MCP
+    servers' requests for input (``ToolContext.elicit``'s shape); without it
+    they are declined.
     """
     try:
         async with _opened(artifact, engine_url, conversation, approve, checkpoint, plugins,
-                           engine) as harness:
+                           engine, elicit) as harness:
             yield harness
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
@@ -72,7 +75,7 @@ async def open_runtime(
 @asynccontextmanager
 async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
                   approve: Any, checkpoint: Any, plugins: Any,
-                  engine: Any) -> AsyncIterator[Harness]:
+                  engine: Any, elicit: Any) -> AsyncIterator[Harness]:
     async with AsyncExitStack() as stack:
         background = await stack.enter_async_context(anyio.create_task_group())
         background.start_soon(_collect_orphan_sandboxes)
@@ -92,8 +95,12 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
             from mol.runtime.mcp import MCPManager
 
             # Servers start in the background: the first turn waits only for the
-            # servers its adapter sees.
-            toolsets.append(await stack.enter_async_context(MCPManager(artifact)))
+            # servers its adapter sees. The manager also ends servers a dead runtime left.
+            toolsets.append(await stack.enter_async_context(MCPManager(artifact, elicit=elicit)))
+        else:
+            from mol.runtime.mcp.server import collect_orphan_servers
+
+            background.start_soon(collect_orphan_servers)
         pool = None
         if artifact.doc.sandbox.pool_size > 0:
             from mol.sandboxes.pool import SandboxPool
@@ -103,5 +110,7 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
         harness = Harness(artifact, engine=engine, engine_url=engine_url, plugins=plugins,
                           toolsets=toolsets, conversation=conversation, approve=approve,
                           checkpoint=checkpoint, sandbox_pool=pool)
+        for toolset in toolsets:
+            toolset.engine = harness.engine  # MCP sampling answers through the turn's engine
         await stack.enter_async_context(harness)
         yield harness

@@ -46,7 +46,8 @@ class ModelCalled(Event):
 
     adapter: str
     purpose: str
-    """``route``, ``answer`` or ``summary``."""
+    """``route``, ``answer``, ``summary``, or ``sampling`` (an MCP server asked for it
+    during a tool call)."""
     usage: dict[str, Any]
     duration: float
     type: str = _kind("model_call")
@@ -96,6 +97,19 @@ class ToolReturned(Event):
     content: str
     is_error: bool
     type: str = _kind("tool_result")
+
+
+@dataclass(frozen=True)
+class ToolProgress(Event):
+    """A running tool reported how far it got (an MCP server's progress notification)."""
+
+    adapter: str
+    call_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str = ""
+    type: str = _kind("tool_progress")
 
 
 @dataclass(frozen=True)

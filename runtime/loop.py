@@ -11,6 +11,7 @@ back for revision stays pending, with its feedback, until one of those points.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,7 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
               outcome: LoopOutcome | None = None) -> LoopOutcome:
     """Run the loop on ``view`` + ``pending`` (uncommitted messages that open or resume it)."""
     outcome = outcome or LoopOutcome()
+    env = _charging(env, outcome)
     view = list(view)  # a snapshot: commits extend the conversation's own list
     specs = tool_specs(env)
     params = env.config.params.model_dump(exclude_none=True)
@@ -149,6 +151,18 @@ async def _stop_hooks(env: LoopEnv, answer: str, outcome: LoopOutcome) -> dict[s
         return None
     outcome.stop_hook_active = True
     return {"role": "user", "content": f"[Stop hook] {verdict.blocked}"}
+
+
+def _charging(env: LoopEnv, outcome: LoopOutcome) -> LoopEnv:
+    """``env`` whose tools' events go to the turn, their model calls (an MCP server's
+    sampling) charged to the turn's token budget."""
+    async def emit(event: ev.Event) -> None:
+        if isinstance(event, ev.ModelCalled):
+            outcome.tokens += (event.usage.get("prompt_tokens") or 0) + (
+                event.usage.get("completion_tokens") or 0)
+        await env.emit(event)
+
+    return dataclasses.replace(env, context=dataclasses.replace(env.context, emit=emit))
 
 
 async def _stop(env: LoopEnv, pending: list[dict[str, Any]], outcome: LoopOutcome,
@@ -244,7 +258,7 @@ async def _guarded(env: LoopEnv, call_id: str, call: ToolCall) -> ToolResult:
             reason = ("it needs approval and nobody can approve in this session"
                       if env.approve is None else "the user did not approve it")
             return ToolResult(f"Error: {call.name} was not run: {reason}.", is_error=True)
-    result = await run_tool(tool, info.arguments, env.context)
+    result = await run_tool(tool, info.arguments, dataclasses.replace(env.context, call_id=call_id))
     return await _after(env, info, result)
 
 

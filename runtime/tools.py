@@ -90,6 +90,12 @@ class ToolContext:
     """Per-session resources (e.g. the sandbox), shared by the session's calls."""
     sandbox_pool: Any = None
     """The runtime's warm ``SandboxPool`` (``[sandbox] pool_size`` > 0), else None."""
+    emit: Callable[[Any], Awaitable[None]] | None = None
+    """Emits events of the call into the turn (progress; model calls made for it, which
+    count in the turn's usage and token budget)."""
+    elicit: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    """Asks the person for input (``await elicit(server, request)`` -> an MCP
+    ``ElicitResult`` as a dict); None when nobody can answer (requests are declined)."""
 
 
 ToolFunction = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
@@ -107,9 +113,10 @@ class Tool:
     """``await call(arguments, context)``; arguments are already validated."""
     source: str = "builtin"
     """Where the tool comes from: ``plugin:NAME``, ``mcp:SERVER`` or ``builtin``."""
-    validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    """Validates and normalizes arguments, raising ``ValueError`` with a readable message.
-    When unset, arguments are checked against ``parameters`` with jsonschema-like basics."""
+    validate: Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]] | None = None
+    """Validates and normalizes arguments (sync or async), raising ``ValueError`` with a
+    readable message. When unset, arguments are checked against ``parameters``
+    (``mol.runtime.schemas``: no remote ``$ref``, patterns under a time budget)."""
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):
@@ -200,18 +207,15 @@ def _validation_message(exc: Any) -> str:
 
 
 def _check_schema(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    """Validate arguments against a JSON Schema (tools from MCP or hand-written specs)."""
-    import jsonschema
+    """Validate arguments against a JSON Schema (hand-written specs; MCP tools compile theirs
+    once when listed): null optionals dropped, ``ValueError`` naming what is wrong."""
+    from mol.runtime.schemas import SchemaProblem, compile_schema
 
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
-        parts = []
-        for error in errors[:5]:
-            where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-            parts.append(f"{where}: {error.message}")
-        raise ValueError("invalid arguments: " + "; ".join(parts))
-    return arguments
+    try:
+        compiled = compile_schema(schema)
+    except SchemaProblem as exc:
+        raise ValueError(f"the tool cannot be called: {exc}") from None
+    return compiled.check(arguments)
 
 
 def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -246,11 +250,19 @@ def to_result(value: Any) -> ToolResult:
 async def run_tool(tool: Tool, raw_arguments: str | dict[str, Any] | None,
                    context: ToolContext) -> ToolResult:
     """Parse and validate arguments, then run the tool; failures become error results."""
+    from mol.runtime.hooks import maybe_await
+
     try:
         arguments = parse_arguments(raw_arguments)
-        arguments = (tool.validate or (lambda a: _check_schema(tool.parameters, a)))(arguments)
+        check = tool.validate or (lambda a: _check_schema(tool.parameters, a))
+        arguments = await maybe_await(check(arguments))
     except ValueError as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:  # a validator must never end the turn
+        return ToolResult(f"Error: the arguments of {tool.name} could not be checked: "
+                          f"{type(exc).__name__}: {exc}", is_error=True)
     try:
         return to_result(await tool.call(arguments, context))
     except anyio.get_cancelled_exc_class():

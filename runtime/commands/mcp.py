@@ -1,4 +1,4 @@
-"""``mol mcp``: list MCP servers and their tools, resources and prompts; call a tool."""
+"""``mol mcp``: list MCP servers and their tools, resources and prompts; call a tool; sign in."""
 
 from __future__ import annotations
 
@@ -40,6 +40,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                    help="a prompt argument (repeatable)")
     p.set_defaults(func=prompts)
+
+    p = sub.add_parser("login", help="sign in to an OAuth-protected HTTP server once (tokens kept)")
+    _hcp_option(p)
+    p.add_argument("server", metavar="NAME", help="the [mcp_servers.NAME] to sign in to")
+    p.add_argument("--no-browser", action="store_true",
+                   help="only print the authorization URL (open it yourself)")
+    p.set_defaults(func=login)
 
 
 def _hcp_option(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +120,7 @@ def _parse_arguments(text: str) -> dict[str, Any]:
 
 async def call(args: argparse.Namespace) -> int:
     """``mol mcp call``: print the result; exit 1 on a tool error, 2 on bad arguments."""
+    from mol.runtime.hooks import maybe_await
     from mol.runtime.mcp import MCPManager
     from mol.runtime.tools import ToolContext, _check_schema
 
@@ -125,7 +133,8 @@ async def call(args: argparse.Namespace) -> int:
         if tool is None:
             raise UsageError(f"no MCP tool named {args.name!r} (known: {', '.join(sorted(tools)) or 'none'})")
         try:
-            _check_schema(tool.parameters, arguments)
+            check = tool.validate or (lambda a: _check_schema(tool.parameters, a))
+            arguments = await maybe_await(check(arguments))
         except ValueError as exc:
             raise UsageError(f"{args.name}: {exc}") from None
         result = await tool.call(arguments, ToolContext(adapter="cli"))
@@ -174,4 +183,38 @@ async def prompts(args: argparse.Namespace) -> int:
             names = ", ".join(a.name + ("" if a.required else "?") for a in prompt.arguments or [])
             about = f": {prompt.description}" if prompt.description else ""
             print(f"{server}  {prompt.name}({names}){about}")
+    return 0
+
+
+async def login(args: argparse.Namespace) -> int:
+    """``mol mcp login``: run the OAuth browser flow once; exit 1 when the sign-in failed."""
+    from types import SimpleNamespace
+
+    from mol.hcp.loader import load
+    from mol.runtime.mcp import MCPManager
+    from mol.runtime.mcp.sdk.oauth import token_path
+
+    artifact = load(args.hcp)
+    config = artifact.doc.mcp_servers.get(args.server)
+    if config is None or config.oauth is None:
+        raise UsageError(f"[mcp_servers.{args.server}] with oauth is not in {args.hcp}")
+
+    async def sign_in(url: str) -> None:
+        print(f"Open this URL to sign in to {args.server}:\n  {url}", file=sys.stderr, flush=True)
+        if not args.no_browser:
+            import webbrowser
+
+            import anyio
+
+            await anyio.to_thread.run_sync(webbrowser.open, url)
+
+    only = SimpleNamespace(doc=artifact.doc.model_copy(update={"mcp_servers": {args.server: config}}),
+                           base_dir=artifact.base_dir)
+    async with MCPManager(only, sign_in=sign_in) as manager:
+        await _ready(manager)
+        [status] = manager.status()
+    if status.state != "ready":
+        print(f"sign-in to {args.server} failed: {status.error}", file=sys.stderr)
+        return 1
+    print(f"signed in to {args.server}; tokens kept in {token_path(args.server, config.url)}")
     return 0

@@ -97,7 +97,8 @@ async def chat(args: argparse.Namespace) -> int:
     async with (
         stored_session(artifact, args.session) as session,
         open_runtime(artifact, engine_url=args.engine_url, approve=approve,
-                     conversation=session.conversation, checkpoint=session.checkpoint) as harness,
+                     conversation=session.conversation, checkpoint=session.checkpoint,
+                     elicit=_elicit_at_terminal if interactive else None) as harness,
     ):
         if interactive:
             print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). Ctrl-D to quit.",
@@ -130,3 +131,53 @@ async def _ask_user(call: Any) -> bool:
     question = f"allow {call.adapter} to run {call.name} {json.dumps(call.arguments)[:200]}? [y/N] "
     answer = await anyio.to_thread.run_sync(input, question)
     return answer.strip().lower() in ("y", "yes")
+
+
+def _shown(text: Any) -> str:
+    """Server text made safe for a terminal (control characters escaped)."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in str(text))
+
+
+def _typed(text: str, kind: Any) -> Any:
+    if kind == "boolean":
+        return text.lower() in ("y", "yes", "true", "1")
+    if kind in ("integer", "number"):
+        try:
+            return int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _ask_fields(schema: dict[str, Any]) -> dict[str, Any]:
+    content: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, dict) else {}
+        options = prop.get("enum")
+        hint = f" ({'/'.join(map(str, options))})" if options else ""
+        hint += f" [{prop['default']}]" if "default" in prop else ""
+        text = input(f"  {_shown(prop.get('title') or name)}{_shown(hint)}: ").strip()
+        if text:
+            content[name] = _typed(text, prop.get("type"))
+    return content
+
+
+async def _elicit_at_terminal(server: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Answer an MCP server's elicitation at the terminal (form fields, or a URL to open);
+    empty answers take the schema's defaults."""
+    import anyio
+
+    def ask() -> dict[str, Any]:
+        print(f"\nMCP server {server} asks: {_shown(request.get('message', ''))}", file=sys.stderr)
+        if request.get("mode") == "url":
+            print(f"  open this URL: {_shown(request.get('url', ''))}", file=sys.stderr)
+            done = input("done there? [y/N] ").strip().lower() in ("y", "yes")
+            return {"action": "accept" if done else "decline"}
+        if input("answer? [Y/n] ").strip().lower() in ("n", "no"):
+            return {"action": "decline"}
+        return {"action": "accept", "content": _ask_fields(request.get("requestedSchema") or {})}
+
+    try:
+        return await anyio.to_thread.run_sync(ask)
+    except EOFError:
+        return {"action": "cancel"}

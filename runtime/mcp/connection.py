@@ -1,25 +1,22 @@
 """One live connection to an MCP server, from its start to its teardown.
 
-``run_connection`` opens a connection (a stdio server mol spawns itself, or
-streamable HTTP, through ``mol.runtime.mcp.sdk``), negotiates the protocol
-era (the 2026-07-28 stateless core, or the older ``initialize`` handshake most
-published servers speak), watches it, and tears it down. ``Connection`` wraps
-the SDK client: every request runs under ``tool_timeout_sec`` and fails at
-once when the server dies meanwhile.
+``Connection`` wraps the SDK client of one server (``lifecycle`` opens and
+closes it): every request runs under ``tool_timeout_sec`` and fails at once
+when the server dies meanwhile; change notifications of both protocol eras
+(the 2026-07-28 stateless core's subscriptions, the handshake era's
+notifications) reach the server's owner.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 
-from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError, MCPTimeout
+from mol.runtime import events as ev
+from mol.runtime.errors import MCPError, MCPServerDied, MCPTimeout
 from mol.runtime.mcp import sdk
 from mol.runtime.mcp.process import ServerProcess
 
@@ -29,21 +26,22 @@ _PAGE_CAP = 100
 """Most pages of a paginated listing read before giving up (a server paging forever)."""
 
 
-@dataclass
-class Startup:
-    """The outcome of one connection attempt, known before any teardown runs."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    connection: Connection | None = None
-    error: MCPStartupError | None = None
-
-
 class Connection:
     """A live session with one server; ``failure`` says why it ended, when it did."""
 
-    def __init__(self, name: str, config: Any) -> None:
+    def __init__(self, name: str, config: Any, answers: Any = None,
+                 on_change: Callable[[Connection, str], Awaitable[None]] | None = None) -> None:
         self.name = name
         self.config = config
+        self.answers = answers
+        """The ``Answers`` to the server's requests (sampling, elicitation, roots, logs)."""
+        self.on_change = on_change
+        self.ended = anyio.Event()
+        """Set once the connection's teardown finished."""
+        self.unauthorized = False
+        """An HTTP server answered 401 and no ``oauth`` is configured."""
+        self.task_group: Any = None
+        """The group of the connection's watchers (subscriptions)."""
         self.client: Any = None
         self.process: ServerProcess | None = None
         self.failure: str | None = None
@@ -87,6 +85,13 @@ class Connection:
         """End the connection on purpose (session shutdown)."""
         self.closed.set()
 
+    def unauthorized_reason(self) -> str | None:
+        """Why requests fail when the server wants authorization mol was not given."""
+        if not self.unauthorized:
+            return None
+        return (f"the server requires authorization (HTTP 401): configure "
+                f"[mcp_servers.{self.name}] oauth and run 'mol mcp login {self.name}'")
+
     def release(self) -> None:
         """Free the connection's streams (after its tasks ended)."""
         self._changes_send.close()
@@ -115,7 +120,7 @@ class Connection:
         items: list[Any] = []
         cursor = None
         for _ in range(_PAGE_CAP):
-            page = await self.request(fetch(cursor), f"{key}/list")
+            page = await self.request(fetch(cursor), f"{key.replace('_', '/')}/list")
             items.extend(getattr(page, key))
             cursor = page.next_cursor
             if cursor is None:
@@ -131,19 +136,70 @@ class Connection:
         """Prompt ``name`` rendered with ``arguments``."""
         return await self.request(self.client.get_prompt(name, arguments), f"prompts/get {name}")
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Call tool ``name`` under ``tool_timeout_sec``; returns the SDK's ``CallToolResult``.
 
-        Progress notifications are logged and never extend the deadline. On
-        timeout the SDK sends ``notifications/cancelled`` for the request (it
-        does so whenever a request is abandoned) and the session stays usable.
+        Progress notifications become ``tool_progress`` events of the call (through
+        ``context.emit``) and never extend the deadline. On timeout, or when the
+        turn is cancelled, the SDK sends ``notifications/cancelled`` for the
+        request (it does so whenever a request is abandoned) and the session
+        stays usable.
         """
+        emit = getattr(context, "emit", None)
+
         async def progress(done: float, total: float | None, message: str | None) -> None:
             logger.debug("MCP %s/%s progress %s/%s %s", self.name, name, done, total, message or "")
+            if emit is not None:
+                await emit(ev.ToolProgress(context.adapter, context.call_id, name, done, total,
+                                           message or ""))
 
         return await self.request(
             self.client.call_tool(name, arguments, progress_callback=progress),
             f"tool {name!r}")
+
+    async def list_resource_templates(self) -> list[Any]:
+        """Every resource template of the server; empty without the resources capability."""
+        if not self.capability("resources"):
+            return []
+        return await self._all_pages(
+            lambda cursor: self.client.list_resource_templates(cursor=cursor), "resource_templates")
+
+    async def complete(self, ref: dict[str, Any], argument: dict[str, str],
+                       context: dict[str, str] | None = None) -> list[str]:
+        """Completions of ``argument`` (``{"name", "value"}``) of a prompt or template ``ref``."""
+        result = await self.request(sdk.complete(self.client, ref, argument, context),
+                                    "completion/complete")
+        return list(result.completion.values)
+
+    async def ping(self) -> float:
+        """Seconds a ``ping`` took (handshake era; a 2026-07-28 server is asked to discover)."""
+        started = anyio.current_time()
+        await self.request(sdk.ping(self.client, self.protocol_version), "ping")
+        return anyio.current_time() - started
+
+    async def subscribe(self, uri: str) -> None:
+        """Have the server say when resource ``uri`` changes (``resources/updated``)."""
+        resources = self.capability("resources")
+        if not getattr(resources, "subscribe", False):
+            raise MCPError(f"MCP server {self.name!r} does not offer resource subscriptions")
+        if sdk.is_modern(self.protocol_version):
+            await self.task_group.start(self._listen_resource, uri)
+            return
+        await self.request(sdk.subscribe(self.client, uri), f"resources/subscribe {uri}")
+
+    async def opened(self) -> None:
+        """After the handshake: ask for the configured log level (handshake era)."""
+        if self.capability("logging") and not sdk.is_modern(self.protocol_version):
+            try:
+                await self.request(sdk.set_log_level(self.client, self.config.log_level),
+                                   "logging/setLevel")
+            except MCPError as exc:
+                logger.info("MCP server %r: logging/setLevel failed: %s", self.name, exc)
+
+    async def roots_changed(self) -> None:
+        """Tell the server the roots changed (handshake era; 2026-07-28 asks each time)."""
+        if not sdk.is_modern(self.protocol_version) and self.alive:
+            await sdk.roots_changed(self.client)
 
     async def request(self, awaitable: Awaitable[Any], what: str) -> Any:
         """Await one SDK request under ``tool_timeout_sec``, translating failures to ``MCPError``s.
@@ -171,7 +227,8 @@ class Connection:
                 self.fail("the connection closed")
             if self.closed.is_set():
                 raise self._died(what) from exc
-            raise MCPError(f"MCP server {self.name!r}: {what} {failure.message}") from exc
+            raise MCPError(f"MCP server {self.name!r}: {what} "
+                           f"{self.unauthorized_reason() or failure.message}") from exc
         finally:
             self._inflight.discard(scope)
         raise self._died(what)  # ``fail`` cancelled the request
@@ -183,13 +240,18 @@ class Connection:
     # -- change notifications --------------------------------------------------
 
     async def on_message(self, message: Any) -> None:
-        """SDK message handler: list_changed (handshake era) and transport errors."""
-        if sdk.is_tools_changed(message):
+        """SDK message handler: list_changed, resources/updated (handshake era) and
+        transport errors."""
+        what = sdk.notice(message)
+        if what == "tools":
             self._signal_change()
+        elif what is not None and self.on_change is not None:
+            await self.on_change(self, what)
         elif isinstance(message, Exception):
             # Only the HTTP transport reports errors this way: treat it like a dead
             # process (fail what is in flight; the next call reconnects).
-            self.fail(f"transport error: {type(message).__name__}: {message}")
+            self.fail(self.unauthorized_reason() or
+                      f"transport error: {type(message).__name__}: {message}")
 
     def _signal_change(self) -> None:
         # One pending refresh is enough: it reads the whole list.
@@ -218,98 +280,32 @@ class Connection:
                 except MCPError as exc:
                     logger.warning("MCP server %r: refreshing tools failed: %s", self.name, exc)
 
+    async def _listen_resource(self, uri: str, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+                               ) -> None:
+        try:
+            async with self.client.listen(resource_subscriptions=[uri]) as subscription:
+                task_status.started()
+                async for event in subscription:
+                    if self.on_change is not None:
+                        await self.on_change(self, sdk.event_kind(event) or f"resource:{uri}")
+        except Exception as exc:
+            logger.info("MCP server %r: subscription to %s ended: %s", self.name, uri, exc)
+            task_status.started()
+
     async def _listen(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         started = False
         try:
-            async with self.client.listen(tools_list_changed=True) as subscription:
+            async with self.client.listen(tools_list_changed=True, prompts_list_changed=True,
+                                          resources_list_changed=True) as subscription:
                 task_status.started()
                 started = True
-                async for _ in subscription:
-                    self._signal_change()
+                async for event in subscription:
+                    what = sdk.event_kind(event)
+                    if what == "tools":
+                        self._signal_change()
+                    elif what and self.on_change is not None:
+                        await self.on_change(self, what)
         except Exception as exc:  # a lost subscription must not end the connection
             logger.info("MCP server %r: change subscription ended: %s", self.name, exc)
             if not started:
                 task_status.started()
-
-
-async def run_connection(name: str, config: Any, base_dir: Path, startup: Startup,
-                         refresh: Callable[[Connection], Awaitable[None]],
-                         opened: Callable[[Connection], Awaitable[None]]) -> None:
-    """Open, serve and close one connection; outcome in ``startup`` (never raises).
-
-    ``opened`` runs once the session is up, within the startup deadline (the
-    manager lists and pins tools there). The outcome is known before any
-    teardown runs. The connection lives until it is closed or fails; then its
-    server is shut down (stdio: no survivors).
-    """
-    await sdk.load()
-    conn = Connection(name, config)
-    # One scope around the whole connection (not a fail_after around the opening
-    # only): the transport's task groups must nest inside it.
-    scope = anyio.CancelScope()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watchdog, conn, startup, scope)
-            with scope:
-                await _serve(conn, startup, base_dir, refresh, opened, scope)
-            tg.cancel_scope.cancel()
-    except Exception as exc:  # the failure is in ``startup``; teardown trouble must not spread
-        if startup.connection is not None:
-            logger.warning("MCP server %r: error while closing: %s", name, _explain(exc))
-    finally:
-        conn.close()
-        conn.release()
-        startup.done.set()
-
-
-async def _watchdog(conn: Connection, startup: Startup, scope: anyio.CancelScope) -> None:
-    """Fail a start at ``startup_timeout_sec`` at once; the teardown follows."""
-    await anyio.sleep(conn.config.startup_timeout_sec)
-    if not startup.done.is_set():
-        _startup_failed(conn, startup, TimeoutError(), timed_out=True)
-        scope.cancel()
-
-
-async def _serve(conn: Connection, startup: Startup, base_dir: Path,
-                 refresh: Callable[[Connection], Awaitable[None]],
-                 opened: Callable[[Connection], Awaitable[None]], scope: anyio.CancelScope) -> None:
-    async with AsyncExitStack() as stack:
-        try:
-            conn.client = await sdk.open_client(conn, stack, base_dir)
-            # Subscribe to changes before listing: nothing falls in between.
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            await tg.start(conn.watch_tool_changes, refresh)
-            await opened(conn)
-        except BaseException as exc:
-            _startup_failed(conn, startup, exc, timed_out=scope.cancel_called)
-            raise
-        conn.established = True
-        startup.connection = conn
-        startup.done.set()
-        await conn.closed.wait()
-        tg.cancel_scope.cancel()
-
-
-def _startup_failed(conn: Connection, startup: Startup, exc: BaseException, timed_out: bool) -> None:
-    if startup.done.is_set():
-        return
-    if timed_out:
-        reason = (f"no answer to initialize within startup_timeout_sec="
-                  f"{conn.config.startup_timeout_sec:g}s")
-    elif isinstance(exc, anyio.get_cancelled_exc_class()):
-        reason = "the session ended during startup"
-    else:
-        reason = conn.failure or _explain(exc)
-    startup.error = MCPStartupError(f"MCP server {conn.name!r} failed to start: {reason}")
-    startup.error.__cause__ = exc if isinstance(exc, Exception) else None
-    conn.fail(reason)
-    startup.done.set()
-
-
-def _explain(exc: BaseException) -> str:
-    """A one-line reason for a failure."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, MCPError) else str(exc)

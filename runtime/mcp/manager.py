@@ -18,241 +18,39 @@ This module never imports ``mcp``; ``mol.runtime.mcp.sdk`` is the SDK boundary.
 from __future__ import annotations
 
 import logging
-import math
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError, ToolError
-from mol.runtime.mcp.naming import (
-    RESOURCE_TOOL,
-    definition_digest,
-    filter_tools,
-    qualified_name,
-    resource_tool_name,
-)
-from mol.runtime.mcp.results import cap_text, describe_resource, result_text
+from mol.runtime.errors import MCPError, MCPStartupError, ToolError
+from mol.runtime.mcp.naming import RESOURCE_TOOL
+from mol.runtime.mcp.server import Server, ServerStatus, collect_orphan_servers
 from mol.runtime.tools import Tool, ToolContext, ToolResult, run_tool
 
 logger = logging.getLogger("mol.mcp")
 
 MAX_RESULT_CHARS = 32_000
 """Default cap of the text of one MCP result a model reads."""
-MAX_BACKOFF_WAIT_SEC = 2.0
-"""A call waits out a restart backoff this short; a longer one fails the call at once."""
-_RESOURCE_SCHEMA = {
-    "type": "object",
-    "properties": {"uri": {"type": "string", "description": "URI of the resource to read."}},
-    "required": ["uri"],
-    "additionalProperties": False,
-}
-
-
-@dataclass
-class ServerStatus:
-    """What ``mol mcp list`` shows about one server."""
-
-    name: str
-    transport: str
-    state: str
-    """``disabled``, ``starting``, ``ready``, ``failed`` (at startup) or ``down`` (died;
-    restarted on next use)."""
-    required: bool = False
-    error: str | None = None
-    protocol_version: str | None = None
-    pid: int | None = None
-    restarts: int = 0
-    tools: list[str] = field(default_factory=list)
-    """Qualified names of the tools exposed."""
-    disabled_tools: dict[str, str] = field(default_factory=dict)
-    """Qualified name -> why it was disabled for the session."""
-
-
-class _Server:
-    """One configured server: its connection, pins and restart state."""
-
-    def __init__(self, manager: MCPManager, name: str, config: Any) -> None:
-        self.manager = manager
-        self.name = name
-        self.config = config
-        self.ready = anyio.Event()
-        self.error: str | None = None
-        self.conn: Any = None
-        self.pins: dict[str, str] = {}
-        self.definitions: dict[str, Any] = {}
-        self.present: set[str] = set()
-        self.changed: dict[str, str] = {}
-        self.resources: list[Any] = []
-        self.failures = 0
-        self.last_death = -math.inf
-        self.restarts = 0
-        self._lock = anyio.Lock()
-
-    @property
-    def state(self) -> str:
-        if not self.config.enabled:
-            return "disabled"
-        if not self.ready.is_set():
-            return "starting"
-        if self.error is not None and not self.pins:
-            return "failed"
-        return "ready" if self.conn is not None and self.conn.alive else "down"
-
-    def absorb(self, definitions: list[Any]) -> None:
-        """Take a fresh tool list: pin new tools, disable pinned tools whose definition changed."""
-        exposed = filter_tools((d.name for d in definitions), self.config.enabled_tools,
-                               self.config.disabled_tools)
-        present = set()
-        for definition in definitions:
-            raw = definition.name
-            if raw not in exposed:
-                continue
-            present.add(raw)
-            digest = definition_digest(definition)
-            pinned = self.pins.setdefault(raw, digest)
-            if pinned == digest:
-                self.definitions.setdefault(raw, definition)
-            elif raw not in self.changed:
-                self.changed[raw] = ("its definition changed after the session pinned it "
-                                     f"({pinned[:19]} -> {digest[:19]})")
-                logger.warning("MCP server %r changed tool %r mid-session; disabled for this "
-                               "session (pinned %s, now %s)", self.name, raw, pinned, digest)
-        self.present = present
-
-    async def opened(self, conn: Any) -> None:
-        self.absorb(await conn.list_tools())
-        self.resources = await conn.list_resources()
-
-    async def refresh(self, conn: Any) -> None:
-        self.absorb(await conn.list_tools())
-
-    async def connect(self) -> Any:
-        from mol.runtime.mcp.connection import Startup, run_connection
-
-        startup = Startup()
-        self.manager.task_group.start_soon(
-            run_connection, self.name, self.config, self.manager.artifact.base_dir, startup,
-            self.refresh, self.opened)
-        await startup.done.wait()
-        if startup.error is not None:
-            raise startup.error
-        self.conn = startup.connection
-        return self.conn
-
-    async def first_start(self) -> None:
-        try:
-            await self.connect()
-            logger.info("MCP server %r ready (%s)", self.name, self.conn.protocol_version)
-        except MCPStartupError as exc:
-            self.error = str(exc)
-            log = logger.error if self.config.required else logger.warning
-            log("%s", exc)
-        finally:
-            self.ready.set()
-
-    async def connection(self) -> Any:
-        """The live connection, restarting a dead server (with backoff) when needed."""
-        conn = self.conn
-        if conn is not None and conn.alive:
-            return conn
-        with anyio.fail_after(self.config.startup_timeout_sec + 15):
-            await self.ready.wait()
-        if self.state in ("failed", "disabled"):
-            raise MCPError(f"MCP server {self.name!r} is {self.state}: {self.error or ''}".rstrip(": "))
-        async with self._lock:
-            if self.conn is not None and self.conn.alive:
-                return self.conn
-            if self.conn is not None:
-                self.failures += 1
-                self.last_death = anyio.current_time()
-                self.conn = None
-            wait = backoff_delay(self.failures) - (anyio.current_time() - self.last_death)
-            if wait > MAX_BACKOFF_WAIT_SEC:
-                raise MCPServerDied(f"MCP server {self.name!r} died {self.failures} times in a "
-                                    f"row; next restart attempt in {wait:.0f}s")
-            await anyio.sleep(max(wait, 0))
-            self.restarts += 1
-            logger.info("restarting MCP server %r (restart %d)", self.name, self.restarts)
-            try:
-                return await self.connect()
-            except MCPStartupError:
-                self.failures += 1
-                self.last_death = anyio.current_time()
-                raise
-
-    async def call_tool(self, raw: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call server tool ``raw``; an ``isError`` result becomes an error ``ToolResult``."""
-        if raw in self.changed:
-            return ToolResult(f"Error: tool {raw!r} of MCP server {self.name!r} is disabled for "
-                              f"this session: {self.changed[raw]}", is_error=True)
-        conn = await self.connection()
-        if raw not in self.present:
-            return ToolResult(f"Error: MCP server {self.name!r} no longer offers tool {raw!r}",
-                              is_error=True)
-        result = await conn.call_tool(raw, arguments)
-        self.failures = 0
-        text = result_text(result.content, result.structured_content, self.manager.max_result_chars)
-        return ToolResult(text, is_error=bool(result.is_error), data=result.structured_content)
-
-    async def read_resource(self, uri: str) -> ToolResult:
-        conn = await self.connection()
-        contents = await conn.read_resource(uri)
-        text = "\n".join(describe_resource(c) for c in contents)
-        return ToolResult(cap_text(text, self.manager.max_result_chars))
-
-    def tools(self) -> list[Tool]:
-        """The server's tools a model may see now (pinned, offered, unchanged)."""
-        result = []
-        for raw in sorted(self.present):
-            if raw in self.changed or raw not in self.definitions:
-                continue
-            definition = self.definitions[raw]
-            result.append(Tool(
-                name=qualified_name(self.name, raw),
-                description=definition.description or definition.title or raw,
-                parameters=definition.input_schema,
-                call=self._caller(raw), source=f"mcp:{self.name}"))
-        return result
-
-    def _caller(self, raw: str) -> Any:
-        async def call(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-            return await self.call_tool(raw, arguments)
-        return call
-
-    def resource_tool(self) -> Tool | None:
-        if not self.resources:
-            return None
-        listing = "; ".join(f"{r.uri} ({r.name})" for r in self.resources[:20])
-        more = f"; and {len(self.resources) - 20} more" if len(self.resources) > 20 else ""
-
-        async def call(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-            return await self.read_resource(arguments["uri"])
-
-        return Tool(name=resource_tool_name(self.name), parameters=_RESOURCE_SCHEMA, call=call,
-                    description=f"Read a resource of MCP server {self.name!r} by URI. "
-                                f"Resources: {listing}{more}.",
-                    source=f"mcp:{self.name}")
-
-    def status(self) -> ServerStatus:
-        conn = self.conn if self.conn is not None and self.conn.alive else None
-        return ServerStatus(
-            name=self.name, transport="stdio" if self.config.command else "http",
-            state=self.state, required=self.config.required, error=self.error,
-            protocol_version=conn.protocol_version if conn else None,
-            pid=conn.pid if conn else None, restarts=self.restarts,
-            tools=[t.name for t in self.tools()],
-            disabled_tools={qualified_name(self.name, raw): why for raw, why in self.changed.items()})
+SHUTDOWN_CAP_SEC = 3.0
+"""How long the servers' orderly teardown may take before it is cut short."""
 
 
 class MCPManager:
     """Owns every MCP server of a session (``async with``); hands adapters their tools."""
 
-    def __init__(self, artifact: Any, *, max_result_chars: int = MAX_RESULT_CHARS) -> None:
+    def __init__(self, artifact: Any, *, max_result_chars: int = MAX_RESULT_CHARS,
+                 elicit: Any = None, engine: Any = None, sign_in: Any = None) -> None:
         self.artifact = artifact
         self.max_result_chars = max_result_chars
-        self.servers = {name: _Server(self, name, config)
+        self.elicit = elicit
+        """Asks the person when a server elicits input and the call has no asker of its own."""
+        self.engine = engine
+        """The engine MCP sampling answers through (the harness's; built when first needed)."""
+        self.sign_in = sign_in
+        """``await sign_in(url)`` shows a person an OAuth authorization URL (``mol mcp login``);
+        None: a server needing a sign-in fails, naming ``mol mcp login``."""
+        self.servers = {name: Server(self, name, config)
                         for name, config in artifact.doc.mcp_servers.items()}
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack = AsyncExitStack()
@@ -268,6 +66,7 @@ class MCPManager:
         async with AsyncExitStack() as stack:
             stack.callback(self._forget)  # runs after the task group has ended
             self._tg = await stack.enter_async_context(anyio.create_task_group())
+            self._tg.start_soon(collect_orphan_servers)
             for server in self.servers.values():
                 if server.config.enabled:
                     self._tg.start_soon(server.first_start)
@@ -277,17 +76,34 @@ class MCPManager:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        """Stop every server: each closes stdin, then terminates, then kills its process group."""
+        """Stop every server: HTTP sessions end with their ``DELETE``, stdio servers get
+        their stdin closed, then SIGTERM, then SIGKILL (no survivors)."""
         assert self._tg is not None
+        # Close first and give the teardowns a short while: cancelling at once would
+        # cut the HTTP session's DELETE before it is sent.
+        ending = [s.conn for s in self.servers.values() if s.conn is not None]
+        for conn in ending:
+            conn.close()
+        with anyio.move_on_after(SHUTDOWN_CAP_SEC):
+            for conn in ending:
+                await conn.ended.wait()
         self._tg.cancel_scope.cancel()
         await self._stack.aclose()
+
+    def sampling_engine(self) -> Any:
+        """The engine for servers' sampling requests."""
+        if self.engine is None:
+            from mol.runtime.engine import LiteLLMEngine
+
+            self.engine = LiteLLMEngine.from_artifact(self.artifact)
+        return self.engine
 
     def _forget(self) -> None:
         self._tg = None
         for server in self.servers.values():
             server.conn = None
 
-    def _visible_servers(self, adapter: str | None) -> list[_Server]:
+    def _visible_servers(self, adapter: str | None) -> list[Server]:
         if adapter is None:
             return list(self.servers.values())
         names = self.artifact.doc.adapter(adapter).mcp_servers
@@ -342,7 +158,7 @@ class MCPManager:
         """The state of every configured server."""
         return [server.status() for server in self.servers.values()]
 
-    def _server(self, name: str) -> _Server:
+    def _server(self, name: str) -> Server:
         if name not in self.servers:
             raise ToolError(f"no MCP server named {name!r} (known: {', '.join(self.servers) or 'none'})")
         return self.servers[name]
@@ -375,12 +191,6 @@ class MCPManager:
         await self.wait_ready()
         return await (await self._server(server).connection()).get_prompt(name, arguments)
 
-
-def backoff_delay(failures: int) -> float:
-    """Seconds to wait before restarting a server that died ``failures`` times in a row."""
-    if failures <= 1:
-        return 0.0
-    return min(30.0, 2.0 ** (failures - 2))
 
 
 __all__ = ["RESOURCE_TOOL", "MCPManager", "ServerStatus"]

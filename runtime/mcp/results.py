@@ -53,8 +53,24 @@ def describe_resource(contents: Any) -> str:
 
 
 def result_text(content: list[Any], structured: Any, limit: int) -> str:
-    """The text of a ``tools/call`` result: its content blocks, else its structured content."""
-    parts = [describe_block(block) for block in content]
+    """The text of a ``tools/call`` result: its content blocks, else its structured content.
+
+    Blocks are described only until the text is long enough to be capped (twice
+    ``limit``) plus the last blocks for the tail, so a result of very many blocks
+    costs no more than a long one.
+    """
+    parts: list[str] = []
+    size = 0
+    for index, block in enumerate(content):
+        if size > 2 * limit:
+            tail = [describe_block(b) for b in content[max(index, len(content) - 16):]]
+            skipped = max(0, len(content) - 16 - index)
+            if skipped:
+                parts.append(f"[... mol skipped {skipped} content blocks ...]")
+            parts += tail
+            break
+        parts.append(describe_block(block))
+        size += len(parts[-1]) + 1
     if not parts and structured is not None:
         parts = [json.dumps(structured, ensure_ascii=False, default=str)]
     return cap_text("\n".join(parts), limit)

@@ -106,13 +106,14 @@ def free_port() -> int:
 class HTTPServer:
     """The test server on streamable HTTP in a subprocess, on a fixed loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *flags: str) -> None:
+        self.flags = flags
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(self.port)],
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(self.port), *self.flags],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + SLOW_START
         while True:
@@ -130,10 +131,11 @@ class HTTPServer:
             self.proc.wait(10)
 
 
-@pytest.fixture
-def http_server(call_log: Path) -> Iterator[HTTPServer]:
-    """A started ``HTTPServer`` (it records requests in ``call_log``)."""
-    server = HTTPServer()
+@pytest.fixture(params=[()])
+def http_server(call_log: Path, request: pytest.FixtureRequest) -> Iterator[HTTPServer]:
+    """A started ``HTTPServer`` (it records requests in ``call_log``); parametrize
+    indirectly with flags (``("--legacy",)``) to change how it speaks."""
+    server = HTTPServer(*request.param)
     server.start()
     try:
         yield server

@@ -59,7 +59,7 @@ def test_bad_arguments_exit_2_naming_the_problem(hcp, capsys):
     code, _, err = mol(capsys, "call", "--hcp", str(hcp), "mcp__s__add", "[1, 2]")
     assert code == 2 and "must be a JSON object, got list" in err
     code, _, err = mol(capsys, "call", "--hcp", str(hcp), "mcp__s__add", '{"a": "x", "b": 1}')
-    assert code == 2 and "mcp__s__add: invalid arguments: a: 'x' is not of type 'integer'" in err
+    assert code == 2 and "mcp__s__add: invalid arguments: a: \"x\" is not of type \"integer\"" in err
 
 
 def test_resources_and_prompts(hcp, capsys):

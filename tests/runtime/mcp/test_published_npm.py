@@ -109,3 +109,64 @@ reply = "L1 added."
     second = engine.requests_for("L1")[1]["body"]["messages"]
     assert second[-1]["role"] == "tool" and "42" in second[-1]["content"]
     assert json.loads(second[-2]["tool_calls"][0]["function"]["arguments"]) == {"a": 19, "b": 23}
+
+
+def capable_artifact(folder: Path, script: Path, engine_url: str):
+    """The everything server with sampling offered (it shows its sampling, elicitation and
+    roots tools only to clients declaring those capabilities)."""
+    path = folder / "capable.toml"
+    (folder / "notes").mkdir(exist_ok=True)
+    path.write_text(f"""schema_version = 1
+name = "everything"
+[engine]
+api_base = "{engine_url}"
+max_retries = 0
+[router]
+prompt = "Route."
+[mcp_servers.everything]
+command = "node"
+args = ["{script}", "stdio"]
+startup_timeout_sec = 30
+sampling = {{ adapter = "L0", max_tokens = 32 }}
+roots = ["notes"]
+[adapters.L1]
+mcp_servers = ["everything"]
+""")
+    return load(path)
+
+
+async def test_sampling_elicitation_and_roots_with_the_published_server(everything, tmp_path):
+    script = """
+[[L0]]
+when = "Resource trigger-sampling-request context: name a color"
+reply = "teal"
+usage = { prompt_tokens = 11, completion_tokens = 1 }
+"""
+    asked = []
+
+    async def ask(server: str, request: dict) -> dict:
+        asked.append(request)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async with ScriptedEngine.serve(script) as engine:
+        hcp = capable_artifact(tmp_path, everything, engine.base_url)
+        async with MCPManager(hcp, elicit=ask) as mcp:
+            names = {t.name for t in await mcp.tools("L1")}
+            sampled = await mcp.call("L1", "mcp__everything__trigger-sampling-request",
+                                     {"prompt": "name a color", "maxTokens": 500})
+            elicited = await mcp.call("L1", "mcp__everything__trigger-elicitation-request", {})
+            roots = await mcp.call("L1", "mcp__everything__get-roots-list", {})
+    assert {"mcp__everything__trigger-sampling-request", "mcp__everything__get-roots-list",
+            "mcp__everything__trigger-elicitation-request"} <= names
+    assert '"text": "teal"' in sampled.content and '"model": "L0"' in sampled.content
+    [request] = engine.requests_for("L0")
+    assert request["body"]["max_tokens"] == 32  # the server asked for 500
+    assert asked and "User provided the requested information" in elicited.content
+    assert (tmp_path / "notes").as_uri() in roots.content
+
+
+async def test_without_the_capabilities_the_published_server_hides_those_tools(everything, tmp_path):
+    async with MCPManager(artifact(tmp_path, everything)) as mcp:
+        names = {t.name for t in await mcp.tools("L1")}
+    assert "mcp__everything__trigger-sampling-request" not in names  # sampling not offered
+    assert "mcp__everything__get-roots-list" in names  # roots and elicitation always are

@@ -46,7 +46,7 @@ async def test_both_eras_and_a_published_server(make_artifact):
         assert len(big.content) < 2200 and "mol dropped" in big.content
         assert tools["mcp__time__get_current_time"].parameters["type"] == "object"
         invalid = await mcp.call("L1", "mcp__new__add", {"a": "x", "b": 1})
-        assert invalid.is_error and "'x' is not of type 'integer'" in invalid.content
+        assert invalid.is_error and '"x" is not of type "integer"' in invalid.content
 
 
 async def test_hung_tool_times_out_cancels_and_the_session_stays_usable(make_artifact, call_log):

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mol.runtime.mcp.manager import backoff_delay
 from mol.runtime.mcp.naming import (
     definition_digest,
     filter_tools,
@@ -16,6 +15,7 @@ from mol.runtime.mcp.naming import (
     resource_tool_name,
 )
 from mol.runtime.mcp.results import cap_text, result_text
+from mol.runtime.mcp.server import backoff_delay
 from mol.runtime.tools import TOOL_NAME
 
 server_names = st.from_regex(r"[A-Za-z0-9_-]{1,80}", fullmatch=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
 
 server = MCPServer("scripted", instructions="A server for mol's tests.")
 STDOUT: list = []
@@ -143,6 +145,43 @@ async def mutate(ctx: Context) -> str:
     return "mutated"
 
 
+@server.tool()
+async def ask_model(question: str, ctx: Context) -> str:
+    """Ask the client's model (sampling/createMessage)."""
+    result = await ctx.request_context.session.create_message(
+        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
+        max_tokens=5000, system_prompt="Answer in one word.")
+    return f"the model said: {result.content.text} ({result.model})"
+
+
+class Identity(BaseModel):
+    name: str
+    color: str = "blue"
+
+
+@server.tool()
+async def ask_user(ctx: Context) -> str:
+    """Ask the person for their name (elicitation, form mode)."""
+    answer = await ctx.elicit("What is your name?", Identity)
+    data = getattr(answer, "data", None)
+    return f"{answer.action}: {data.model_dump() if data else None}"
+
+
+@server.tool()
+async def show_roots(ctx: Context) -> str:
+    """The client's roots."""
+    result = await ctx.request_context.session.list_roots()
+    return " ".join(str(root.uri) for root in result.roots)
+
+
+@server.tool()
+async def shout(ctx: Context) -> str:
+    """Send a log message to the client."""
+    await ctx.request_context.session.send_log_message(level="warning", data="the server shouts",
+                                                       logger="scripted", related_request_id=ctx.request_id)
+    return "shouted"
+
+
 @server.resource("memo://readme", name="readme", mime_type="text/plain")
 def readme() -> str:
     """A short memo."""
@@ -153,6 +192,20 @@ def readme() -> str:
 def greet(name: str) -> str:
     """Greet someone."""
     return f"Please greet {name} warmly."
+
+
+@server.resource("memo://notes/{topic}", name="note", mime_type="text/plain")
+def note(topic: str) -> str:
+    """A note on a topic (a resource template)."""
+    return f"A note on {topic}."
+
+
+@server.completion()
+async def complete(ref, argument, context):
+    """Completions of the greet prompt's name."""
+    if argument.name == "name":
+        return types.Completion(values=[n for n in ("Ada", "Alan", "Grace") if n.startswith(argument.value)])
+    return None
 
 
 async def serve_stdio(legacy: bool) -> None:
@@ -184,8 +237,33 @@ async def serve_stdio(legacy: bool) -> None:
             tg.cancel_scope.cancel()
 
 
-def serve_http(port: int) -> None:
-    """Streamable HTTP on loopback; records the credentials each request carries."""
+async def _refuse_discover(receive, send):
+    """With ``--legacy``: answer a POSTed ``server/discover`` with "method not found" (as a
+    pre-2026 server does), else hand the body on; returns the ``receive`` to use, or None."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    if b'"server/discover"' in body:
+        request = json.loads(body)
+        answer = json.dumps({"jsonrpc": "2.0", "id": request.get("id"),
+                             "error": {"code": -32601, "message": "Method not found"}}).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+        return None
+    replayed = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay():
+        return replayed.pop() if replayed else await receive()
+
+    return replay
+
+
+def serve_http(port: int, legacy: bool) -> None:
+    """Streamable HTTP on loopback; records the method and credentials of each request."""
     import uvicorn
 
     app = server.streamable_http_app()
@@ -195,6 +273,10 @@ def serve_http(port: int) -> None:
             headers = dict(scope["headers"])
             auth = headers.get(b"authorization", b"").decode()
             record(f"http {scope['method']} auth={auth!r} team={headers.get(b'x-team', b'').decode()!r}")
+            if legacy and scope["method"] == "POST":
+                receive = await _refuse_discover(receive, send)
+                if receive is None:
+                    return
         await app(scope, receive, send)
 
     uvicorn.run(recording, host="127.0.0.1", port=port, log_level="warning")
@@ -218,7 +300,7 @@ def main() -> None:
     if args.banner:
         print("Starting scripted server v1.0 ...", flush=True)
     if args.http:
-        serve_http(args.http)
+        serve_http(args.http, args.legacy)
         return
     anyio.run(serve_stdio, args.legacy)
 

@@ -1,8 +1,10 @@
-"""The boundary to the ``mcp`` SDK: the only module that imports it.
+"""The boundary to the ``mcp`` SDK: the only package that imports it.
 
 It opens the SDK client over a transport (a stdio server process mol owns,
-or streamable HTTP with the configured headers), and reads what the SDK hands
-back: which failures are SDK errors, change notifications, protocol eras.
+or streamable HTTP with the configured headers and OAuth, ``oauth``), with
+the client side of the protocol (``callbacks``: sampling, elicitation, roots,
+logging), and reads what the SDK hands back: which failures are SDK errors,
+change notifications, protocol eras.
 The SDK is imported inside functions: importing it costs more than a second,
 which ``mol --help`` and sessions without MCP must not pay.
 """
@@ -20,7 +22,8 @@ import anyio
 
 from mol.runtime import __version__
 from mol.runtime.errors import MCPStartupError
-from mol.runtime.mcp.process import LineTooLong, ServerProcess, server_environment
+from mol.runtime.mcp import limits
+from mol.runtime.mcp.process import Oversize, ServerProcess, server_environment
 
 logger = logging.getLogger("mol.mcp")
 
@@ -47,11 +50,65 @@ def failure_of(exc: Exception) -> Failure | None:
     return None
 
 
-def is_tools_changed(message: Any) -> bool:
-    """Whether a server message says its tool list changed (handshake era)."""
+def notice(message: Any) -> str | None:
+    """What a server notification says changed (``tools``, ``resources``, ``prompts``,
+    ``resource:<uri>``), or None."""
+    from mol.runtime.mcp.sdk.callbacks import notice as classify
+
+    return classify(message)
+
+
+def event_kind(event: Any) -> str | None:
+    """What a 2026-07-28 subscription event says changed (as ``notice`` does)."""
+    name = type(event).__name__.lower()
+    for kind in ("tools", "prompts", "resources"):
+        if kind[:-1] in name and "list" in name:
+            return kind
+    uri = getattr(event, "uri", None)
+    return f"resource:{uri}" if uri else None
+
+
+def complete(client: Any, ref: dict[str, Any], argument: dict[str, str],
+             context: dict[str, str] | None) -> Any:
+    """``completion/complete`` of a prompt (``{"type": "ref/prompt", "name"}``) or a resource
+    template (``{"type": "ref/resource", "uri"}``) argument."""
     from mcp import types
 
-    return isinstance(message, types.ToolListChangedNotification)
+    model = types.PromptReference if ref.get("type") == "ref/prompt" else types.ResourceTemplateReference
+    return client.complete(model.model_validate(ref), argument, context)
+
+
+async def ping(client: Any, protocol_version: str | None) -> Any:
+    """A liveness check: ``ping`` (handshake era) or a fresh ``server/discover``."""
+    import mcp_types as types
+
+    if is_modern(protocol_version):
+        return await client.session.discover()
+    return await client.session.send_request(types.PingRequest(), types.EmptyResult)
+
+
+async def subscribe(client: Any, uri: str) -> Any:
+    """``resources/subscribe`` (handshake era; the SDK's own method warns it is deprecated,
+    but these servers speak only that era)."""
+    import mcp_types as types
+
+    request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+    return await client.session.send_request(request, types.EmptyResult)
+
+
+async def set_log_level(client: Any, level: str) -> Any:
+    """``logging/setLevel`` (handshake era; 2026-07-28 opts in per request)."""
+    import mcp_types as types
+
+    request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+    return await client.session.send_request(request, types.EmptyResult)
+
+
+async def roots_changed(client: Any) -> None:
+    """``notifications/roots/list_changed`` (handshake era)."""
+    import mcp_types as types
+
+    await client.session.send_notification(types.RootsListChangedNotification())
 
 
 def is_modern(protocol_version: str | None) -> bool:
@@ -90,34 +147,88 @@ async def open_client(conn: Any, stack: AsyncExitStack, base_dir: Path) -> Any:
         transport = _stdio_transport(conn, base_dir)
     else:
         transport = await _http_transport(conn, stack)
+    from mol.runtime.mcp.sdk.callbacks import client_options
+
     client = Client(transport, mode="auto", cache=None, message_handler=conn.on_message,
-                    client_info=Implementation(name="mol", version=__version__))
+                    client_info=Implementation(name="mol", version=__version__),
+                    **client_options(conn.answers))
     return await stack.enter_async_context(client)
 
 
-async def _pump_in(conn: Any, proc: ServerProcess, read_send: Any) -> None:
-    """Server stdout -> the SDK: a line of garbage, an overlong line or EOF ends the
-    connection (naming the exit status when the process died)."""
+_INLINE_BYTES = 16 * 1024
+"""Lines up to this size are decoded on the event loop (a thread hop costs more)."""
+
+
+def _decode(line: bytes) -> Any:
+    """One stdout line as an SDK JSON-RPC message, within ``limits`` (runs in a worker
+    thread for all but small lines)."""
     import mcp_types
+
+    try:
+        return mcp_types.jsonrpc_message_adapter.validate_python(limits.parse(line), by_name=False)
+    except RecursionError:
+        raise limits.Refused("a message nested too deeply",
+                             limits.request_id(line[:4096], line[-4096:])) from None
+
+
+async def _refuse(conn: Any, read_send: Any, reason: str, request_id: Any) -> bool:
+    """Fail the one request a refused message answered (the connection lives on), or,
+    when it names none, end the connection; whether the connection lives on."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    if request_id is None:
+        conn.fail(f"wrote {reason}")
+        return False
+    logger.warning("MCP server %r: refused its answer to request %r: %s", conn.name, request_id,
+                   reason)
+    error = mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(
+        code=mcp_types.INTERNAL_ERROR, message=f"mol refused the server's answer: {reason}"))
+    await read_send.send(SessionMessage(error))
+    return True
+
+
+async def _pump_in(conn: Any, proc: ServerProcess, read_send: Any) -> None:
+    """Server stdout -> the SDK: a line of garbage or EOF ends the connection (naming the
+    exit status when the process died); an answer over mol's limits fails its request."""
     from mcp.shared.message import SessionMessage
 
     async with read_send:
         try:
             async for line in proc.lines():
+                if isinstance(line, Oversize):
+                    reason = (f"a message of {line.size} bytes or more (mol reads at most "
+                              f"{limits_text()})")
+                    if not await _refuse(conn, read_send, reason,
+                                         limits.request_id(line.head, line.tail)):
+                        return
+                    continue
                 if not line.strip():
                     continue
                 try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    if len(line) <= _INLINE_BYTES:
+                        message = _decode(line)
+                    else:
+                        message = await anyio.to_thread.run_sync(_decode, line)
+                except limits.Refused as exc:
+                    if not await _refuse(conn, read_send, str(exc), exc.request_id):
+                        return
+                    continue
                 except ValueError:
                     conn.fail(f"wrote a line that is not JSON-RPC to stdout: {line[:200]!r}")
                     return
                 await read_send.send(SessionMessage(message))
-        except LineTooLong as exc:
-            conn.fail(f"wrote {exc}")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         await anyio.sleep(0.2)  # let the exit watcher name the exit status
         conn.fail(proc.describe_exit())
+
+
+def limits_text() -> str:
+    """The message size cap, for error messages."""
+    from mol.runtime.mcp.process import MAX_MESSAGE_BYTES
+
+    return f"{MAX_MESSAGE_BYTES // (1024 * 1024)} MiB per message"
 
 
 @asynccontextmanager
@@ -185,6 +296,16 @@ async def _http_transport(conn: Any, stack: AsyncExitStack) -> Any:
         if not token:
             raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
         headers["Authorization"] = f"Bearer {token}"
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    from mol.runtime.mcp.sdk.oauth import auth_for, url_guard
+
+    sign_in = getattr(getattr(conn.answers, "manager", None), "sign_in", None)
+    auth = auth_for(conn.name, config, sign_in) if config.oauth is not None else None
+    async def note_401(response: Any) -> None:
+        if response.status_code == 401 and auth is None:
+            conn.unauthorized = True
+
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), auth=auth,
+                              event_hooks={"request": [url_guard(config.url)],
+                                           "response": [note_401]})
     await stack.enter_async_context(http)
     return streamable_http_client(config.url, http_client=http)

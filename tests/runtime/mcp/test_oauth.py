@@ -1,0 +1,116 @@
+"""OAuth 2.1 against a protected MCP server of our own on loopback (``servers/oauth_server.py``):
+sign in once (``mol mcp login``), then sessions use the stored tokens; no OAuth configured
+says 401; the URL guard refuses non-public targets of a public server."""
+
+from __future__ import annotations
+
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mol.hcp.loader import load
+from mol.runtime.cli import main as mol_main
+from mol.runtime.errors import MCPError
+from mol.runtime.mcp import MCPManager
+from mol.runtime.mcp.sdk.oauth import check_url, token_path, url_guard
+
+from .conftest import SLOW_START, free_port
+
+pytestmark = pytest.mark.anyio
+OAUTH_SERVER = Path(__file__).parent / "servers" / "oauth_server.py"
+
+
+@pytest.fixture
+def protected(call_log):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(OAUTH_SERVER), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + SLOW_START
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "no OAuth server"
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.kill()
+    proc.wait(10)
+
+
+def write_hcp(tmp_path: Path, url: str, oauth: bool = True) -> Path:
+    path = tmp_path / "mol.toml"
+    extra = f"oauth = {{ redirect_port = {free_port()} }}\n" if oauth else ""
+    path.write_text(f"""schema_version = 1
+name = "oauth"
+[router]
+prompt = "route"
+[adapters.L1]
+mcp_servers = ["docs"]
+[mcp_servers.docs]
+url = "{url}"
+startup_timeout_sec = 30
+{extra}""")
+    return path
+
+
+async def browse(url: str) -> None:
+    """A headless browser: the authorization server signs in at once and redirects back."""
+    async with httpx.AsyncClient(follow_redirects=True, timeout=30) as client:
+        await client.get(url)
+
+
+async def test_sign_in_once_then_sessions_use_the_stored_tokens(protected, tmp_path, monkeypatch,
+                                                                call_log):
+    monkeypatch.setenv("MOL_STATE_DIR", str(tmp_path / "state"))
+    hcp = load(write_hcp(tmp_path, protected))
+    async with MCPManager(hcp) as mcp:  # headless, not signed in: says what to do
+        await mcp.wait_ready()
+        [status] = mcp.status()
+    assert status.state == "failed" and "run 'mol mcp login docs'" in status.error
+    async with MCPManager(hcp, sign_in=browse) as mcp:  # what ``mol mcp login`` runs
+        await mcp.wait_ready()
+    tokens = token_path("docs", protected)
+    assert stat.S_IMODE(tokens.stat().st_mode) == 0o600
+    async with MCPManager(hcp) as mcp:  # a later session: no browser, the stored tokens
+        echoed = await mcp.call("L1", "mcp__docs__echo", {"text": "signed in"})
+    assert echoed.content == "signed in"
+    log = call_log.read_text()
+    assert log.count("oauth authorize") == 1 and "oauth token authorization_code" in log
+    assert "http POST authorized" in log
+
+
+def test_mol_mcp_login_prints_the_url_and_keeps_the_tokens(protected, tmp_path, monkeypatch,
+                                                          capsys):
+    monkeypatch.setenv("MOL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr("webbrowser.open", lambda url: httpx.get(url, follow_redirects=True))
+    code = mol_main(["mcp", "login", "--hcp", str(write_hcp(tmp_path, protected)), "docs"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Open this URL to sign in to docs:" in err and "/authorize?" in err
+    assert "signed in to docs" in out and token_path("docs", protected).exists()
+
+
+async def test_a_401_without_oauth_configured_says_so(protected, tmp_path):
+    async with MCPManager(load(write_hcp(tmp_path, protected, oauth=False))) as mcp:
+        await mcp.wait_ready()
+        [status] = mcp.status()
+    assert status.state == "failed"
+    assert "requires authorization (HTTP 401)" in status.error and "oauth" in status.error
+
+
+async def test_a_public_server_cannot_send_mol_to_private_or_loopback_urls():
+    guard = url_guard("https://93.184.216.34/mcp")  # a public address (nothing is sent to it)
+    for target in ("http://127.0.0.1:9/token", "http://10.0.0.1/.well-known/x",
+                   "http://169.254.169.254/latest", "http://[::1]/register"):
+        with pytest.raises(MCPError, match="not a public address"):
+            await guard(httpx.Request("GET", target))
+    with pytest.raises(MCPError, match="not an http"):
+        await check_url("file:///etc/passwd")
+    await url_guard("http://127.0.0.1:5/mcp")(httpx.Request("GET", "http://127.0.0.1:9/x"))
