@@ -40,6 +40,8 @@ class LoopOutcome:
     client_calls: list[dict[str, Any]] = field(default_factory=list)
     tools_used: list[str] = field(default_factory=list)
     tokens: int = 0
+    reasoning: str = ""
+    """The engine's reasoning on the last reply (the answer, or the client tool calls)."""
 
 
 @dataclass
@@ -66,6 +68,26 @@ class LoopEnv:
     base_dir: Any = None
     approve: Approver | None = None
     stream: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """The client's sampling parameters for this turn (``answer_params``)."""
+
+
+FIRST_STEP_ONLY = ("tool_choice",)
+"""Client parameters for the turn's first model call only: a forced tool choice repeated
+after the tool's result would call it again and again."""
+TOOLS_ONLY = ("tool_choice", "parallel_tool_calls")
+"""Parameters an engine refuses on a request without tools."""
+
+
+def answer_params(config: AdapterConfig, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The adapter's ``params`` with the client's on top; a client's ``max_tokens`` is
+    clamped to the adapter's."""
+    params = config.params.model_dump(exclude_none=True)
+    for key, value in overrides.items():
+        if key == "max_tokens" and params.get("max_tokens") is not None:
+            value = min(value, params["max_tokens"])
+        params[key] = value
+    return params
 
 
 def tool_specs(env: LoopEnv) -> list[dict[str, Any]]:
@@ -82,7 +104,9 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
     outcome = outcome or LoopOutcome()
     view = list(view)  # a snapshot: commits extend the conversation's own list
     specs = tool_specs(env)
-    params = env.config.params.model_dump(exclude_none=True)
+    params = answer_params(env.config, env.overrides)
+    if not specs:
+        params = {k: v for k, v in params.items() if k not in TOOLS_ONLY}
     steps = 0
     while True:
         if steps >= env.config.max_steps:
@@ -91,13 +115,17 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         if budget is not None and outcome.tokens >= budget:
             return await _stop(env, pending, outcome, "token_budget")
         completion, streamed_ids = await _ask(env, view + pending, specs, params)
+        params = {k: v for k, v in params.items() if k not in FIRST_STEP_ONLY}
         steps += 1
+        outcome.reasoning = completion.reasoning
         outcome.tokens += completion.usage.prompt_tokens + completion.usage.completion_tokens
         # Calls come sorted by stream index; keep the ids already streamed to the client.
         given = [streamed_ids[index] for index in sorted(streamed_ids)]
         calls = [(given[k] if k < len(given) else new_call_id(env.adapter), call)
                  for k, call in enumerate(completion.tool_calls)]
         message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
+        if env.config.keep_reasoning and completion.reasoning:
+            message["reasoning_content"] = completion.reasoning
         if not calls:
             message["content"] = completion.content
             outcome.answer = completion.content
@@ -120,7 +148,8 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
                 {"id": i, "type": "function",
                  "function": {"name": c.name, "arguments": c.arguments}} for i, c in client_calls]
             outcome.stopped = "client_tools"
-            await env.emit(ev.ClientToolsRequested(env.adapter, outcome.client_calls))
+            await env.emit(ev.ClientToolsRequested(env.adapter, outcome.client_calls,
+                                                   outcome.reasoning))
             return outcome
 
 
@@ -142,6 +171,8 @@ async def _ask(env: LoopEnv, messages: list[dict[str, Any]], specs: list[dict[st
     client_index: dict[int, int] = {}
 
     async def on_delta(delta: Delta) -> None:
+        if delta.reasoning:
+            await env.emit(ev.ReasoningDelta(env.adapter, delta.reasoning))
         if delta.text:
             await env.emit(ev.TextDelta(env.adapter, delta.text))
         if delta.tool_index is None:

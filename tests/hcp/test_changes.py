@@ -38,8 +38,8 @@ def test_patch_yields_a_validated_child(venti, tmp_path, capsys):
     assert main(["hcp", "patch", str(venti), str(patch), "-o", str(out)]) == 0
     child = load(out)
     assert child.doc.parent == parent.digest
-    assert child.doc.adapters.L2.max_steps == 10
-    assert child.doc.adapters.L2.tools.deny == ["write_file"]
+    assert child.doc.adapters["L2"].max_steps == 10
+    assert child.doc.adapters["L2"].tools.deny == ["write_file"]
     assert [c.path for c in diff(parent, child)] == [
         "adapters.L2.max_steps", "adapters.L2.tools.deny", "parent"]
 

@@ -38,6 +38,8 @@ tools.allow = ["shout"]
 prompt = "You code."
 [adapters.L3]
 prompt = "You draw."
+[server]
+expose_adapters = true
 [session]
 store = "sqlite:///{store}"
 """, name="served")

@@ -22,7 +22,7 @@ def conversation_with(turns: int) -> Conversation:
                                      summary=f"s{i}", tools=["echo"]))
         conv.view("L2").extend([{"role": "user", "content": f"u{i}"},
                                 {"role": "assistant", "content": f"a{i}"}])
-        conv.share_summary("L2", f"s{i}")
+        conv.share_summary("L2", f"s{i}", ("L0", "L1", "L2", "L3"), f"u{i}")
     return conv
 
 
