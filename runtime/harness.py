@@ -221,6 +221,9 @@ class Harness:
         record.status = "running"
         result = TurnResult(adapter=adapter, answer="", status="running", route=ev.PINNED)
         emit = self._emitter(on_event, result)
+        await routing.decided(emit, ev.RouteDecided(
+            adapter, "", False, "tool results go back to the adapter that issued the calls",
+            ev.PINNED))
         env = await self._env(adapter, client_tools, emit, stream, record, opens=False,
                               params=params)
         pending = [{"role": "tool", "tool_call_id": call_id, "content": content}
