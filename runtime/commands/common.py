@@ -34,7 +34,8 @@ def checked_adapter(artifact: Any, name: str | None) -> str | None:
     if name is None or name in artifact.doc.adapters:
         return name
     names = artifact.doc.adapter_names
-    close = difflib.get_close_matches(name, names, n=1)
+    close = [n for n in names if n.lower() == name.lower()] or difflib.get_close_matches(
+        name, names, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise UsageError(f"--adapter {name!r}: {hint}the artifact {artifact.name!r} declares "
                      f"{', '.join(names)}")

@@ -149,3 +149,19 @@ def test_the_cli_validates_a_population(tmp_path, capsys):
     path = write(tmp_path, FIVE)
     assert main(["hcp", "validate", str(path)]) == 0
     assert "sha256:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("profile, public, base", [
+    ("venti", "Macaron-V1-Venti", "GLM-5.2"), ("tall", "Macaron-V1-Tall", "Qwen3.6-35B-A3B")])
+def test_the_shipped_macaron_profiles_use_the_whole_stack(profile, public, base):
+    examples = Path(__file__).resolve().parents[2] / "hcp" / "examples"
+    artifact = load(examples / f"{profile}.toml")
+    doc = artifact.doc
+    assert (doc.schema_version, doc.model.name, doc.model.base) == (2, public, base)
+    assert doc.router.layout == "prefill" and doc.summary.adapter == "answering"
+    assert all(doc.adapter(name).description for name in doc.route_labels)
+    router = artifact.prompt("router.prompt")
+    assert router.rstrip().endswith("model_id=") and "L3 = generative UI" in router
+    assert f"You are {public}" in artifact.prompt("model.identity")
+    assert base in artifact.prompt("model.identity")
+    assert not any("{{" in text for text in artifact.prompts.values())

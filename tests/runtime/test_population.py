@@ -240,6 +240,10 @@ async def test_ten_mixed_turns_keep_every_view_an_extension(tmp_path, others):
             assert (await h.turn(f"turn {index} please")).adapter == order[index]
     answers = [r for r in engine.requests if r["constraint"] is None
                and not r["body"]["messages"][-1]["content"].startswith("User: ")]
+    summaries = [r for r in engine.requests if r["constraint"] is None and r not in answers]
+    assert len(answers) == len(summaries) == 10 and len(routes(engine)) == 10
+    assert all(identity_in(r["body"]) for r in answers + summaries)
+    assert not any(identity_in(r["body"]) for r in routes(engine))
     for adapter in ADAPTERS:
         requests = [r["body"]["messages"] for r in answers
                     if r["adapter"] == names.get(adapter, adapter)]

@@ -258,6 +258,11 @@ def test_client_parameters_reach_the_answer_request_only(served):
     route = next(r["body"] for r in engine.requests[before:] if r["constraint"])
     assert (route["temperature"], route["max_tokens"]) == (0, 24) and "seed" not in route
     before = len(engine.requests)
+    served.client().chat.completions.create(model=PUBLIC, messages=user("tune it"),
+                                            max_completion_tokens=60)
+    [answer] = answer_requests(engine, "L2", before)
+    assert (answer["max_tokens"], answer["temperature"]) == (60, 0.2)  # the adapter's own
+    before = len(engine.requests)
     served.client().responses.create(
         model=PUBLIC, input="tune it again", temperature=0.1, top_p=0.9, max_output_tokens=50,
         tool_choice={"type": "function", "name": "shout"}, parallel_tool_calls=True,
