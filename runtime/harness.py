@@ -156,6 +156,9 @@ class Harness:
                    stream: bool = False, params: dict[str, Any] | None = None) -> TurnResult:
         """Run one user turn: route (unless ``adapter`` pins it), answer with tools, summarize.
         ``params`` are the client's sampling parameters for the answer hop."""
+        if adapter is not None and adapter not in self.artifact.doc.adapters:
+            raise ConversationError(f"no adapter {adapter!r} to pin the turn to; the artifact "
+                                    f"declares {', '.join(self.artifact.doc.adapter_names)}")
         result = TurnResult(adapter="", answer="", status="running")
         emit = self._emitter(on_event, result)
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mol.hcp.loader import Artifact, load
-from mol.runtime.errors import EngineAdapterUnavailable
+from mol.runtime.errors import ConversationError, EngineAdapterUnavailable
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.views import adapter_of_call
 
@@ -271,3 +271,12 @@ async def test_ten_mixed_turns_keep_every_view_an_extension(tmp_path, others):
     else:
         assert last[-2]["content"].splitlines()[1:] == [
             "- [L1] summary of the turn", "- [L2] summary of the turn"]
+
+
+async def test_a_turn_pins_only_a_declared_adapter(tmp_path):
+    async with ScriptedEngine.serve("[[L0]]\nreply = 'x'\n") as engine, \
+            harness(macaron(tmp_path), engine) as h:
+        with pytest.raises(ConversationError, match="no adapter 'L9' .* declares L0, L1, L2, "
+                                                    "L3, L4"):
+            await h.turn("hi", adapter="L9")
+    assert engine.requests == [] and h.conversation.turns == []
