@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from mol.hcp.digest import digest_file, digest_tree
-from mol.hcp.schema import ADAPTERS
 
-PROMPT_LOCATIONS = (("router",), ("summary",), *(("adapters", name) for name in ADAPTERS))
-"""Sections whose ``prompt`` may name a file."""
+
+def prompt_locations(doc: Any) -> list[tuple]:
+    """Key paths of every prompt a (possibly invalid) document may hold: the router's, the
+    summary's, the identity prompt and each declared adapter's."""
+    adapters = doc.get("adapters") if isinstance(doc, dict) else None
+    names = [name for name in adapters if isinstance(name, str)] if isinstance(
+        adapters, dict) else []
+    return [("router", "prompt"), ("summary", "prompt"), ("model", "identity"),
+            *(("adapters", name, "prompt") for name in names)]
 
 
 @dataclass
@@ -72,10 +78,10 @@ def collect(raw: dict, base_dir: Path) -> Found:
     together with schema errors.
     """
     found = Found()
-    for section in PROMPT_LOCATIONS:
-        ref = _get(raw, *section, "prompt", "path")
+    for loc in prompt_locations(raw):
+        ref = _get(raw, *loc, "path")
         if isinstance(ref, str) and ref:
-            _prompt(found, (*section, "prompt", "path"), base_dir, ref)
+            _prompt(found, (*loc, "path"), base_dir, ref)
     for event, matchers in (_get(raw, "hooks") or {}).items() if isinstance(
         _get(raw, "hooks"), dict
     ) else ():
@@ -120,8 +126,8 @@ def _prompt(found: Found, loc: tuple, base_dir: Path, ref: str) -> None:
 def map_refs(doc: dict, fn: Callable[[str], str]) -> dict:
     """A copy of a valid document with each file reference ``ref`` replaced by ``fn(ref)``."""
     doc = copy.deepcopy(doc)
-    for section in PROMPT_LOCATIONS:
-        prompt = _get(doc, *section, "prompt")
+    for loc in prompt_locations(doc):
+        prompt = _get(doc, *loc)
         if isinstance(prompt, dict):
             prompt["path"] = fn(prompt["path"])
     for matchers in (doc.get("hooks") or {}).values():

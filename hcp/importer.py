@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mol.hcp import claude
-from mol.hcp.files import PROMPT_LOCATIONS, rebase
+from mol.hcp.files import prompt_locations, rebase
 from mol.hcp.issues import Issue
 from mol.runtime.errors import HCPError
 
@@ -61,10 +61,10 @@ class _Build:
         artifact = load(base)
         self.out_dir = out_dir
         doc = copy.deepcopy(artifact.raw)
-        for section in PROMPT_LOCATIONS:  # inline prompts: the result stands alone
-            table = _get(doc, *section)
-            if isinstance(table, dict) and isinstance(table.get("prompt"), dict):
-                table["prompt"] = artifact.texts[table["prompt"]["path"]]
+        for loc in prompt_locations(doc):  # inline prompts: the result stands alone
+            table = _get(doc, *loc[:-1])
+            if isinstance(table, dict) and isinstance(table.get(loc[-1]), dict):
+                table[loc[-1]] = artifact.texts[table[loc[-1]]["path"]]
         self.doc = rebase(doc, artifact.base_dir, out_dir)
         self.doc["name"] = f"{artifact.name}-{source.strip('.') or 'imported'}"[:128]
         self.doc["description"] = f"{artifact.name} with the configuration of {source} (mol hcp import)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ from mol.hcp import files as hcp_files
 from mol.hcp.digest import digest_value
 from mol.hcp.issues import Issue, format_path
 from mol.hcp.locate import key_lines, line_of
-from mol.hcp.migrations import migrate
-from mol.hcp.schema import ADAPTERS, HCP, SCHEMA_VERSION, FileRef
+from mol.hcp.migrations import OLDEST_VERSION, migrate
+from mol.hcp.prompts import render_prompts
+from mol.hcp.schema import ADAPTER_NAME, ANSWERING, HCP, SCHEMA_VERSION, FileRef
 from mol.hcp.types import model_at
 from mol.runtime.errors import HCPError
 
@@ -42,6 +43,9 @@ class Artifact:
     """Referenced file or folder (as written) -> its digest."""
     texts: dict[str, str] = field(default_factory=dict)
     """Prompt file (as written) -> its text, read once at load time."""
+    prompts: dict[str, str] = field(default_factory=dict)
+    """Prompt key path (``router.prompt``, ``adapters.L2.prompt``, ``summary.prompt``,
+    ``model.identity``) -> its text with the placeholders rendered, once at load time."""
     skills: dict[str, Any] = field(default_factory=dict)
     """Skill name -> ``mol.skills.Skill`` for every skill of the sources, read once at load time."""
     skill_digests: dict[str, str] = field(default_factory=dict)
@@ -67,12 +71,18 @@ class Artifact:
         return hcp_files.resolve(self.base_dir, relative)
 
     def prompt_text(self, prompt: str | FileRef | None) -> str:
-        """The text of a prompt: inline text, or the file's text as it was at load time."""
+        """The raw text of a prompt: inline text, or the file's text as it was at load time
+        (placeholders not rendered; requests use ``prompt``)."""
         if prompt is None:
             return ""
         if isinstance(prompt, FileRef):
             return self.texts[prompt.path]
         return prompt
+
+    def prompt(self, key: str) -> str:
+        """The rendered prompt at key path ``key`` (e.g. ``adapters.L2.prompt``); ``""`` when
+        the artifact sets none there."""
+        return self.prompts.get(key, "")
 
 
 def load(path: str | Path) -> Artifact:
@@ -118,18 +128,25 @@ def load_dict(
     ``Artifact.doc`` is the document with its bundles merged into the adapters that use
     them (``mol.hcp.expand``); ``Artifact.raw`` stays as written."""
     early: list[Issue] = []
+    lines = key_lines(source) if source else {}
     try:
         raw = migrate(raw, file=file)
     except HCPError as exc:
         if not isinstance(raw, dict) or _version_readable(raw.get("schema_version")):
-            raise
-        # No usable schema_version: check the rest as the current schema anyway, so a
-        # misspelt key (``schema_versoin``) is reported in the same run, with its hint.
-        early, raw = exc.issues, {**raw, "schema_version": SCHEMA_VERSION}
-    lines = key_lines(source) if source else {}
+            raise HCPError([replace(i, line=line_of(lines, tuple(i.path.split(".")))) if (
+                i.line is None and i.path) else i for i in exc.issues]) from None
+        # No usable schema_version: check the rest anyway, so a misspelt key
+        # (``schema_versoin``) is reported in the same run, with its hint: as the oldest
+        # version when that reads it (a document without [adapters]), else as the newest.
+        early = exc.issues
+        try:
+            raw = migrate({**raw, "schema_version": OLDEST_VERSION}, file=file)
+        except HCPError:
+            raw = {**raw, "schema_version": SCHEMA_VERSION}
     problems: list[tuple] = []  # (loc, message[, hint]), located and rendered together below
     doc: HCP | None = None
     skills = bundled = None
+    prompts: dict[str, str] = {}
     try:
         doc = HCP.model_validate(raw)
     except ValidationError as exc:
@@ -139,18 +156,23 @@ def load_dict(
     if doc is not None:
         problems += _cross_references(doc)
         doc, skills, bundled = _with_bundles(doc, base_dir, problems)
+    problems += _adapter_references(raw)
     found = hcp_files.collect(raw, base_dir)
     problems += found.problems
     issues = early + [Issue(message, file=file, line=line_of(lines, loc),
                             path=format_path(loc), hint=hint[0] if hint else None)
                       for loc, message, *hint in problems]
+    if doc is not None:
+        prompts, rendering = render_prompts(doc, found.texts, base_dir, file,
+                                            lambda loc: line_of(lines, loc))
+        issues += rendering
     if issues or doc is None or skills is None or bundled is None:
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
     bundles, commands, warnings = bundled
     warnings += [w for skill in skills.skills.values() for w in skill.warnings]
     digest = digest_value(_digest_form(doc, found.digests, skills.digests, bundles))
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
-                    texts=found.texts, skills=skills.skills,
+                    texts=found.texts, prompts=prompts, skills=skills.skills,
                     skill_digests=dict(skills.digests), bundles=bundles, commands=commands,
                     warnings=tuple(warnings), digest=digest)
 
@@ -194,12 +216,56 @@ def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | Non
     return form
 
 
+def _adapter_references(raw: dict) -> list[tuple]:
+    """Every adapter another section names must be declared, and the fallback must be a
+    label. Read from the document as written, so these are reported together with any
+    schema error elsewhere."""
+
+    def get(*keys: str) -> Any:
+        value: Any = raw
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    adapters = get("adapters")
+    declared = sorted(k for k in adapters if isinstance(k, str)) if isinstance(
+        adapters, dict) else []
+    labels = get("router", "labels")
+    labels = labels if isinstance(labels, list) else None
+    named: list[tuple[tuple, Any]] = [(("router", "labels", i), label)
+                                      for i, label in enumerate(labels or [])]
+    named += [((*keys,), get(*keys)) for keys in (
+        ("router", "adapter"), ("router", "fallback"), ("router", "unavailable_fallback"),
+        ("summary", "adapter"))]
+    skip = get("summary", "skip")
+    named += [(("summary", "skip", i), n) for i, n in enumerate(skip)] if isinstance(
+        skip, list) else []
+    loras = get("engine", "local_loras")
+    named += [(("engine", "local_loras", n), n) for n in loras] if isinstance(
+        loras, dict) else []
+
+    def undeclared(loc: tuple, value: Any) -> bool:
+        # A malformed name is the schema's to report; "answering" is no adapter's name.
+        if not isinstance(value, str) or value in declared or not re.match(ADAPTER_NAME, value):
+            return False
+        return not (loc == ("summary", "adapter") and value == ANSWERING)
+
+    problems: list[tuple] = [
+        (loc, f"names adapter {value!r}, which is not declared under [adapters]",
+         _suggest(value, declared, "declared adapters"))
+        for loc, value in named if undeclared(loc, value)]
+    fallback = get("router", "fallback")
+    if labels is not None and isinstance(fallback, str) and fallback in declared and (
+            fallback not in labels):
+        problems.append((("router", "fallback"), f"{fallback!r} is not one of router.labels "
+                         f"{labels}"))
+    return problems
+
+
 def _cross_references(doc: HCP) -> list[tuple]:
+    """Named MCP servers must be declared (adapter names are checked on the raw document)."""
     problems: list[tuple] = []
-    if doc.router.fallback not in doc.router.labels:
-        problems.append((("router", "fallback"), f"{doc.router.fallback!r} is not one of "
-                         f"router.labels {doc.router.labels}"))
-    for name in ADAPTERS:
+    for name in doc.adapter_names:
         for index, server in enumerate(doc.adapter(name).mcp_servers):
             if server not in doc.mcp_servers:
                 problems.append((
@@ -241,11 +307,11 @@ def _pydantic_problem(error: dict) -> tuple:
     return loc, message, hint
 
 
-def _suggest(word: str, options: list[str]) -> str | None:
+def _suggest(word: str, options: list[str], kind: str = "valid keys") -> str | None:
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]!r}?"
     if options:
-        return "valid keys: " + ", ".join(sorted(options))
+        return f"{kind}: " + ", ".join(sorted(options))
     return None
 

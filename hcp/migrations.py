@@ -8,13 +8,52 @@ meaning changes; new optional fields need no migration.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
-from mol.hcp.schema import SCHEMA_VERSION
+from mol.hcp.schema import SCHEMA_VERSION, SEED_ADAPTERS
 from mol.runtime.errors import HCPError
 
 Migration = Callable[[dict], dict]
 
-MIGRATIONS: dict[int, Migration] = {}
+
+def _population(doc: dict) -> dict:
+    """1 -> 2: adapters became a declared population. A version-1 document always had the
+    four seed adapters (absent tables took the defaults), its router and summary ran on L0
+    and fell back on it; version 2 spells that out, since its defaults follow the
+    population (fallback: the first label; summary: the answering adapter)."""
+    doc = dict(doc)
+    adapters = doc.get("adapters")
+    if adapters is None or isinstance(adapters, dict):
+        adapters = dict(adapters or {})
+        _only_seed(adapters)
+        for name in SEED_ADAPTERS:
+            adapters.setdefault(name, {})
+        doc["adapters"] = adapters
+    for section, key in (("router", "fallback"), ("summary", "adapter")):
+        table = doc.get(section, {} if section == "summary" else None)
+        if isinstance(table, dict) and key not in table:
+            doc[section] = {**table, key: "L0"}
+    return doc
+
+
+def _only_seed(adapters: dict) -> None:
+    """Version 1 knew the seed adapters only; another name there was (and stays) a typo."""
+    import difflib
+
+    from mol.hcp.issues import Issue
+
+    def hint(name: str) -> str:
+        close = difflib.get_close_matches(name, SEED_ADAPTERS, n=1)
+        return (f"did you mean {close[0]!r}? " if close else "valid keys: L0, L1, L2, L3; ") + (
+            "schema_version = 2 declares any adapters")
+
+    unknown = [str(name) for name in adapters if name not in SEED_ADAPTERS]
+    if unknown:
+        raise HCPError([Issue("unknown key", path=f"adapters.{name}", hint=hint(name))
+                        for name in unknown])
+
+
+MIGRATIONS: dict[int, Migration] = {1: _population}
 """Version ``n`` -> version ``n + 1``. Version 1 is the first published schema."""
 
 OLDEST_VERSION = 1
@@ -45,7 +84,10 @@ def migrate(raw: dict, file: str | None = None) -> dict:
                               f"{OLDEST_VERSION})", file=file, path="schema_version")])
     doc = dict(raw)
     while version < SCHEMA_VERSION:
-        doc = MIGRATIONS[version](doc)
+        try:
+            doc = MIGRATIONS[version](doc)
+        except HCPError as exc:  # a migration knows the key path; the file is known here
+            raise HCPError([replace(i, file=i.file or file) for i in exc.issues]) from None
         version += 1
         doc["schema_version"] = version
     return doc

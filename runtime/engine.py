@@ -1,11 +1,15 @@
 """The model engine boundary: the only module that imports litellm.
 
 mol reaches the MoL engine (vLLM, SGLang, llama.cpp) through
-``litellm.acompletion`` with model id = ``engine.model_prefix`` + adapter name.
-litellm's exceptions are translated here into ``EngineError`` subclasses that
-keep the cause (``translated``, by exception type; what is not an engine
-failure is re-raised untouched); connection errors, 429 and 5xx answers are
-retried with exponential backoff, a bounded number of times.
+``litellm.acompletion`` with model id = ``engine.model_prefix`` + the adapter's
+engine name (``adapters.NAME.engine_name``, default NAME). litellm's exceptions
+are translated here into ``EngineError`` subclasses that keep the cause
+(``translated``, by exception type: a context-window error becomes
+``EngineContextLength``, a missing model or unloaded LoRA
+``EngineAdapterUnavailable``; what is not an engine failure is re-raised
+untouched); connection errors, 429 and 5xx answers are retried with
+exponential backoff, a bounded number of times. The replies themselves are
+read by ``mol.runtime.completions``.
 """
 
 from __future__ import annotations
@@ -14,15 +18,25 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
 
+from mol.runtime.completions import (
+    Completion,
+    Delta,
+    OnDelta,
+    ToolCall,
+    Usage,
+    read_response,
+    read_stream,
+)
 from mol.runtime.errors import (
+    EngineAdapterUnavailable,
     EngineConnectionError,
+    EngineContextLength,
     EngineError,
     EngineProtocolError,
     EngineRateLimited,
@@ -30,56 +44,10 @@ from mol.runtime.errors import (
     EngineTimeout,
 )
 
+__all__ = ["Completion", "Delta", "Engine", "LiteLLMEngine", "OnDelta", "ToolCall", "Usage",
+           "constraint_body", "translated"]
+
 ROUTING_CONSTRAINTS = ("structured_outputs", "guided_choice", "regex", "grammar", "none")
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token counts of one engine call, as the engine reported them."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int | None = None
-    """Prompt tokens served from the engine's prefix cache, when it says."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cached_tokens": self.cached_tokens}
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A tool call as the model issued it (``arguments`` is the raw JSON text)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One finished model reply."""
-
-    content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    duration: float = 0.0
-    """Seconds from request to the last byte."""
-
-
-@dataclass(frozen=True)
-class Delta:
-    """A streamed fragment: text, or a piece of tool call ``index``."""
-
-    text: str = ""
-    tool_index: int | None = None
-    tool_id: str | None = None
-    tool_name: str | None = None
-    tool_arguments: str = ""
-
-
-OnDelta = Callable[[Delta], Awaitable[None] | None]
 
 
 class Engine(Protocol):
@@ -94,8 +62,11 @@ class Engine(Protocol):
         params: dict[str, Any] | None = None,
         choices: list[str] | None = None,
         on_delta: OnDelta | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Completion:
-        """Ask ``adapter`` for a reply; ``choices`` constrains it to one of those labels."""
+        """Ask ``adapter`` for a reply; ``choices`` constrains it to one of those labels;
+        ``extra`` are further request body fields (``continue_final_message``,
+        ``chat_template_kwargs``, ...), sent as they are."""
         ...
 
 
@@ -150,10 +121,13 @@ class LiteLLMEngine:
         timeout: float = 120.0,
         max_retries: int = 2,
         backoff: float = 0.25,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         constraint_body(routing_constraint, ["L0"])  # fail early on an unknown kind
         self.api_base = api_base.rstrip("/")
         self.model_prefix = model_prefix
+        self.names = dict(names or {})
+        """Adapter -> the engine's name of its LoRA, where they differ."""
         self.api_key = api_key
         self.routing_constraint = routing_constraint
         self.timeout = timeout
@@ -174,11 +148,12 @@ class LiteLLMEngine:
             routing_constraint=config.routing_constraint,
             timeout=config.timeout_sec,
             max_retries=config.max_retries,
+            names={name: artifact.doc.engine_name(name) for name in artifact.doc.adapters},
         )
 
     def model_id(self, adapter: str) -> str:
-        """litellm model id of an adapter."""
-        return self.model_prefix + adapter
+        """litellm model id of an adapter: the prefix and the engine's name of its LoRA."""
+        return self.model_prefix + self.names.get(adapter, adapter)
 
     async def complete(
         self,
@@ -189,11 +164,12 @@ class LiteLLMEngine:
         params: dict[str, Any] | None = None,
         choices: list[str] | None = None,
         on_delta: OnDelta | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Completion:
         """Ask ``adapter`` for a reply, retrying transient failures with backoff."""
         if self._litellm is None:
             self._litellm = _import_litellm()
-        kwargs = self._request(adapter, messages, tools, params, choices)
+        kwargs = self._request(adapter, messages, tools, params, choices, extra)
         attempt = 0
         while True:
             try:
@@ -206,7 +182,8 @@ class LiteLLMEngine:
                 await anyio.sleep(min(delay, 8.0))
 
     def _request(self, adapter: str, messages: list[dict[str, Any]], tools: Any,
-                 params: dict[str, Any] | None, choices: list[str] | None) -> dict[str, Any]:
+                 params: dict[str, Any] | None, choices: list[str] | None,
+                 extra: dict[str, Any] | None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model_id(adapter),
             "messages": messages,
@@ -219,10 +196,12 @@ class LiteLLMEngine:
         kwargs.update({k: v for k, v in (params or {}).items() if v is not None})
         if tools:
             kwargs["tools"] = tools
+        # litellm sends extra_body keys as top-level body keys, untouched, to any provider.
+        body = dict(extra or {})
         if choices:
-            extra = constraint_body(self.routing_constraint, choices)
-            if extra:
-                kwargs["extra_body"] = extra
+            body.update(constraint_body(self.routing_constraint, choices))
+        if body:
+            kwargs["extra_body"] = body
         return kwargs
 
     async def _once(self, kwargs: dict[str, Any], on_delta: OnDelta | None) -> Completion:
@@ -231,15 +210,16 @@ class LiteLLMEngine:
         started = time.perf_counter()
         if on_delta is None:
             with translated(litellm, model):
-                completion = _from_response(await litellm.acompletion(**kwargs))
+                completion = read_response(await litellm.acompletion(**kwargs))
         else:
             with translated(litellm, model):
                 stream = await litellm.acompletion(
                     **kwargs, stream=True, stream_options={"include_usage": True})
             # The caller's on_delta runs outside the translation: its own errors are its own.
-            completion = await _collect_stream(_chunks(stream, litellm, model), on_delta)
+            completion = await read_stream(_chunks(stream, litellm, model), on_delta)
         return Completion(completion.content, completion.tool_calls, completion.finish_reason,
-                          completion.usage, time.perf_counter() - started)
+                          completion.usage, time.perf_counter() - started,
+                          completion.reasoning)
 
 
 @contextmanager
@@ -303,6 +283,12 @@ def _is_connection_failure(exc: BaseException) -> bool:
     return "Cannot connect to host" in str(exc) or "Connection refused" in str(exc)
 
 
+_UNLOADED = ("is not loaded", "not in configured lora_pool", "not found in lora",
+             "lora adapter not found")
+"""How SGLang and vLLM word a 400 for a LoRA that is not loaded (vLLM answers a model it
+does not serve with 404, which litellm raises as ``NotFoundError``)."""
+
+
 def _translate(exc: BaseException, litellm: Any, model: str) -> EngineError:
     """One engine failure as the ``EngineError`` it is, by the exception's type."""
     import httpx
@@ -315,6 +301,11 @@ def _translate(exc: BaseException, litellm: Any, model: str) -> EngineError:
         return EngineTimeout(message)
     if isinstance(exc, errors.RateLimitError) or status == 429:
         return EngineRateLimited(message)
+    if isinstance(exc, errors.ContextWindowExceededError):
+        return EngineContextLength(message, status=status)
+    if isinstance(exc, errors.NotFoundError) or (
+            status == 400 and any(sign in message.lower() for sign in _UNLOADED)):
+        return EngineAdapterUnavailable(message, status=status)
     if _is_connection_failure(exc):
         return EngineConnectionError(message)
     if isinstance(exc, errors.APIResponseValidationError):
@@ -322,63 +313,3 @@ def _translate(exc: BaseException, litellm: Any, model: str) -> EngineError:
     if isinstance(status, int) and not isinstance(exc, errors.APIConnectionError):
         return EngineResponseError(message, status=status)
     return EngineProtocolError(f"{message} ({type(exc).__name__})")
-
-
-def _usage(raw: Any) -> Usage:
-    if raw is None:
-        return Usage()
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    return Usage(getattr(raw, "prompt_tokens", 0) or 0, getattr(raw, "completion_tokens", 0) or 0,
-                 cached)
-
-
-def _from_response(response: Any) -> Completion:
-    try:
-        choice = response.choices[0]
-        message = choice.message
-    except (AttributeError, IndexError, TypeError) as exc:
-        raise EngineProtocolError(f"reply without choices: {str(response)[:200]}") from exc
-    calls = [
-        ToolCall(call.id or "", call.function.name or "", call.function.arguments or "")
-        for call in (getattr(message, "tool_calls", None) or [])
-    ]
-    return Completion(message.content or "", calls, choice.finish_reason,
-                      _usage(getattr(response, "usage", None)))
-
-
-async def _collect_stream(stream: Any, on_delta: OnDelta) -> Completion:
-    text: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish = None
-    usage = Usage()
-    async for chunk in stream:
-        if getattr(chunk, "usage", None):
-            usage = _usage(chunk.usage)
-        for choice in chunk.choices or []:
-            finish = choice.finish_reason or finish
-            delta = choice.delta
-            if delta is None:
-                continue
-            if delta.content:
-                text.append(delta.content)
-                await _emit(on_delta, Delta(text=delta.content))
-            for fragment in getattr(delta, "tool_calls", None) or []:
-                index = fragment.index or 0
-                call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                function = fragment.function
-                call["id"] = fragment.id or call["id"]
-                call["name"] += (function.name or "") if function else ""
-                call["arguments"] += (function.arguments or "") if function else ""
-                await _emit(on_delta, Delta(
-                    tool_index=index, tool_id=fragment.id,
-                    tool_name=function.name if function else None,
-                    tool_arguments=(function.arguments or "") if function else ""))
-    tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
-    return Completion("".join(text), tool_calls, finish, usage)
-
-
-async def _emit(on_delta: OnDelta, delta: Delta) -> None:
-    result = on_delta(delta)
-    if result is not None:
-        await result

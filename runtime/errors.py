@@ -12,6 +12,8 @@ keep their cause (``raise ... from exc``)::
     │   ├── EngineTimeout           no answer within the deadline
     │   ├── EngineRateLimited       429 after the retries
     │   ├── EngineResponseError     another error status from the engine
+    │   │   ├── EngineContextLength     the request exceeds the model's context window
+    │   │   └── EngineAdapterUnavailable  the engine has not loaded (or does not know) the LoRA
     │   ├── EngineProtocolError     a reply mol cannot read
     │   └── LocalEngineError        the embedded local engine is missing or did not start
     ├── ToolError                 a tool could not be set up or found (not a tool *failure*:
@@ -137,6 +139,15 @@ class EngineResponseError(EngineError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class EngineContextLength(EngineResponseError):
+    """The request (messages plus the reply's budget) exceeds the model's context window."""
+
+
+class EngineAdapterUnavailable(EngineResponseError):
+    """The engine answered that the adapter's LoRA is not loaded, or that no such model
+    exists: the adapter cannot answer on this engine right now."""
 
 
 class EngineProtocolError(EngineError):

@@ -27,17 +27,29 @@ def _kind(name: str) -> Any:
     return field(init=False, default=name)
 
 
+ROUTED, FALLBACK, PINNED = "routed", "fallback", "pinned"
+"""How a turn's adapter was chosen (``RouteDecided.route``, the ``x-mol-route`` header)."""
+
+
 @dataclass(frozen=True)
 class RouteDecided(Event):
-    """L0 chose the adapter for a turn (or the fallback was used)."""
+    """The router chose the adapter for a turn, the fallback was used, or the turn is pinned.
+    A second one in the same turn means the chosen adapter was unavailable."""
 
     adapter: str
     raw: str
     """What the router answered."""
     fallback: bool = False
     reason: str = ""
-    """Why the fallback was used (empty when the label was valid)."""
+    """Why the fallback was used, or why the turn is pinned (empty when the label was valid)."""
+    route: str = ""
+    """``routed``, ``fallback`` or ``pinned``; empty means ``fallback`` decides."""
     type: str = _kind("route")
+
+    @property
+    def how(self) -> str:
+        """``routed``, ``fallback`` or ``pinned``."""
+        return self.route or (FALLBACK if self.fallback else ROUTED)
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,16 @@ class TextDelta(Event):
     adapter: str
     text: str
     type: str = _kind("text_delta")
+
+
+@dataclass(frozen=True)
+class ReasoningDelta(Event):
+    """A piece of the engine's reasoning (``reasoning_content``) as it arrives (streaming
+    only); it reaches clients, and the adapter's view only with ``keep_reasoning``."""
+
+    adapter: str
+    text: str
+    type: str = _kind("reasoning_delta")
 
 
 @dataclass(frozen=True)
@@ -134,6 +156,8 @@ class ClientToolsRequested(Event):
 
     adapter: str
     calls: list[dict[str, Any]]
+    reasoning: str = ""
+    """The engine's reasoning on the reply that made the calls."""
     type: str = _kind("client_tool_calls")
 
 
@@ -155,6 +179,8 @@ class Answered(Event):
     text: str
     stopped: str = ""
     """Why the loop stopped early (``max_steps``, ``token_budget``), else empty."""
+    reasoning: str = ""
+    """The engine's reasoning on the answering reply (empty when it gave none)."""
     type: str = _kind("answer")
 
 

@@ -1,34 +1,39 @@
 """The MoL harness: each user turn runs route -> answer -> summary.
 
-1. **route**: L0 reads the router prompt and only the new turn, quoted as
-   untrusted text, constrained to one label. A label outside the set, an empty
-   reply or an engine error falls back to ``router.fallback``.
-2. **answer**: the chosen adapter runs the agent loop on its own view; tool
-   results go back to it without routing.
-3. **summary**: the ``[summary]`` adapter writes a short record of the turn,
-   kept runtime-side and appended to the other adapters' views before their
-   next turn; it never reaches the client, and its failure never fails the turn.
+1. **route** (``mol.runtime.routing``): the router adapter reads the router prompt and
+   only the new turn, quoted as untrusted text, constrained to one label. A label outside
+   the set, an empty reply or an engine error falls back to ``router.fallback``.
+2. **answer**: the chosen adapter runs the agent loop on its own view; tool results go
+   back to it without routing. When the engine has not loaded a routed adapter, the turn
+   is answered once by ``router.unavailable_fallback`` instead.
+3. **summary** (``mol.runtime.summary``): a short record of the turn, kept runtime-side and
+   shown to the other adapters before their next turn; it never reaches the client, and
+   its failure never fails the turn.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import partial
 from typing import Any
 
 import anyio
 
 from mol.hcp.loader import Artifact
 from mol.runtime import events as ev
-from mol.runtime import lifecycle, loop, summary
+from mol.runtime import lifecycle, loop, routing
 from mol.runtime.engine import Engine, LiteLLMEngine
-from mol.runtime.errors import ConversationError, EngineError, ToolError
+from mol.runtime.errors import ConversationError, EngineAdapterUnavailable, ToolError
 from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
+from mol.runtime.summary import summarize
 from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
-from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, quote_untrusted
+from mol.runtime.views import Conversation, TurnRecord, adapter_of_call
+
+log = logging.getLogger("mol.harness")
 
 Checkpoint = Callable[[Conversation, TurnRecord], Awaitable[None]]
 
@@ -45,6 +50,10 @@ class TurnResult:
     stopped: str = ""
     events: list[ev.Event] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
+    route: str = ev.ROUTED
+    """How the adapter was chosen: ``routed``, ``fallback`` or ``pinned``."""
+    reasoning: str = ""
+    """The engine's reasoning on the last reply."""
 
 
 class Harness:
@@ -119,7 +128,7 @@ class Harness:
         """The adapter's system prompt: its prompt, tool list and skill catalog, in a stable
         order and with nothing that changes between requests."""
         config = self.artifact.doc.adapter(adapter)
-        parts = [self.artifact.prompt_text(config.prompt).strip()]
+        parts = [self.artifact.prompt(f"adapters.{adapter}.prompt").strip()]
         if tools:
             lines = [f"- {name}: {tools[name].description.splitlines()[0]}"
                      for name in sorted(tools)]
@@ -130,6 +139,7 @@ class Harness:
             catalog = catalog_text(self.artifact, adapter)
             if catalog:
                 parts.append(catalog)
+        parts.append(self.artifact.prompt("model.identity").strip())
         return "\n\n".join(p for p in parts if p)
 
     # -- the three hops ---------------------------------------------------------------------
@@ -138,60 +148,28 @@ class Harness:
                     labels: list[str] | None = None) -> ev.RouteDecided:
         """Hop 1: which adapter answers ``text`` (and whether the fallback was used), among
         ``labels`` when given (a slash command's adapters), else the router's labels."""
-        router = self.artifact.doc.router
-        if labels:
-            labels = [label for label in router.labels if label in labels] or list(labels)
-        else:
-            labels = list(router.labels)
-        if len(labels) == 1 and labels != list(router.labels):
-            return await _decided(emit, ev.RouteDecided(labels[0], "", False,
-                                                        "the only adapter using the command"))
-        fallback = router.fallback if router.fallback in labels else labels[0]
-        messages = [
-            {"role": "system", "content": self.artifact.prompt_text(router.prompt)},
-            {"role": "user", "content": quote_untrusted(text)},
-        ]
-        try:
-            completion = await self.engine.complete(
-                "L0", messages, params={"max_tokens": router.max_tokens, "temperature": 0},
-                choices=labels)
-        except EngineError as exc:
-            await emit(ev.Failed("route", str(exc)))
-            return await _decided(emit, ev.RouteDecided(fallback, "", True,
-                                                        f"engine error: {exc}"))
-        await emit(ev.ModelCalled("L0", "route", completion.usage.to_dict(),
-                                  round(completion.duration, 6)))
-        raw = completion.content.strip()
-        label = self._label(raw, labels)
-        if label is None:
-            reason = "empty reply" if not raw else "label outside the set"
-            return await _decided(emit, ev.RouteDecided(fallback, raw, True, reason))
-        return await _decided(emit, ev.RouteDecided(label, raw, False))
-
-    def _label(self, raw: str, labels: list[str]) -> str | None:
-        if raw in labels:
-            return raw
-        if self.artifact.doc.engine.routing_constraint == "none":
-            # Unconstrained engines may wrap the label in words: take the first label named.
-            found = re.search(r"\b(" + "|".join(map(re.escape, labels)) + r")\b", raw)
-            return found.group(1) if found else None
-        return None
+        return await routing.route(self.engine, self.artifact, text, emit, labels)
 
     async def summarize(self, record: TurnRecord,
                         emit: Callable[[ev.Event], Awaitable[None]]) -> None:
         """Hop 3: a short record of the turn for the other adapters (never for the client)."""
-        await summary.summarize(self.artifact, self.engine, record, emit)
+        await summarize(self.engine, self.artifact, record,
+                        self.conversation.view(record.adapter), emit)
 
     # -- turns ------------------------------------------------------------------------------
 
     async def turn(self, text: str, *, adapter: str | None = None,
                    on_event: ev.OnEvent | None = None,
                    client_tools: list[dict[str, Any]] | None = None,
-                   stream: bool = False) -> TurnResult:
+                   stream: bool = False, params: dict[str, Any] | None = None) -> TurnResult:
         """Run one user turn: expand a slash command, run the hooks that open a turn, route
-        (unless ``adapter`` pins it), answer with tools, summarize."""
+        (unless ``adapter`` pins it), answer with tools, summarize. ``params`` are the
+        client's sampling parameters for the answer hop."""
         from mol.runtime.opening import prepare
 
+        if adapter is not None and adapter not in self.artifact.doc.adapters:
+            raise ConversationError(f"no adapter {adapter!r} to pin the turn to; the artifact "
+                                    f"declares {', '.join(self.artifact.doc.adapter_names)}")
         result = TurnResult(adapter="", answer="", status="running")
         emit = self._emitter(on_event, result)
         first, self._started = not self._started, True
@@ -205,32 +183,59 @@ class Harness:
         if adapter is None:
             decision = await self.route(text, emit, opening.labels)
         else:
-            decision = await _decided(emit, ev.RouteDecided(adapter, "", False,
-                                                            "the client named the adapter"))
-        adapter = decision.adapter
-        record.adapter, result.adapter = adapter, adapter
+            decision = await routing.decided(emit, ev.RouteDecided(
+                adapter, "", False, "the client named the adapter", ev.PINNED))
         record.route_raw, record.route_fallback = decision.raw, decision.fallback
         self.conversation.turns.append(record)
+        answer = partial(self._open, record=record, result=result, text=text, emit=emit,
+                         client_tools=client_tools, stream=stream, params=params,
+                         opening=opening)
+        fallback = self.artifact.doc.unavailable_fallback
+        retry = decision.how != ev.PINNED and fallback != decision.adapter
+        try:
+            return await answer(decision, retry=retry)
+        except EngineAdapterUnavailable as exc:
+            if not retry or record.status == "interrupted":
+                raise
+            log.warning("adapter %s is unavailable on the engine (%s); answering with %s",
+                        decision.adapter, exc, fallback)
+            await emit(ev.Failed("answer", f"{decision.adapter} is unavailable: {exc}"))
+            record.route_fallback = True
+            return await answer(await routing.decided(emit, ev.RouteDecided(
+                fallback, decision.raw, True, f"{decision.adapter} is not loaded by the engine",
+                ev.FALLBACK)), retry=False)
+
+    async def _open(self, decision: ev.RouteDecided, *, record: TurnRecord, result: TurnResult,
+                    text: str, emit: Callable[[ev.Event], Awaitable[None]],
+                    client_tools: list[dict[str, Any]] | None, stream: bool,
+                    params: dict[str, Any] | None, retry: bool, opening: Any) -> TurnResult:
+        """Answer a new turn on the decided adapter (its opening messages, then ``_run``)."""
+        adapter = record.adapter = result.adapter = decision.adapter
+        result.route = decision.how
         await self._checkpoint(record)
         started = await lifecycle.subagent_start(self.hook_sets, self.conversation.id, adapter,
                                                  record.index, emit)
         env = await self._env(adapter, client_tools, emit, stream, record, opens=True,
-                              narrow=opening.narrow)
-        opening_messages = self.conversation.begin(
-            adapter, lambda: self.system_prompt(adapter, self._by_policy(adapter, env.all_tools)),
-            text, opening.context + started.context)
-        return await self._run(env, record, result, opening_messages)
+                              params=params, narrow=opening.narrow)
+        # The system prompt lists the adapter's tools by policy, not the turn's narrowing by a
+        # slash command: it is written once and must not depend on the first turn's command.
+        system = partial(self.system_prompt, adapter, self._by_policy(adapter, env.all_tools))
+        messages = self.conversation.begin(adapter, system, text, self.artifact.doc.views.others,
+                                           opening.context + started.context)
+        return await self._run(env, record, result, messages, retry=retry)
 
     async def submit_tool_results(self, results: dict[str, str], *,
                                   on_event: ev.OnEvent | None = None,
                                   client_tools: list[dict[str, Any]] | None = None,
-                                  stream: bool = False) -> TurnResult:
+                                  stream: bool = False,
+                                  params: dict[str, Any] | None = None) -> TurnResult:
         """Continue a turn waiting on client tools with their results (call id -> content).
-        The results go to the adapter that issued the calls, without routing; summaries
-        queued for that adapter stay queued for its next user turn."""
-        adapters = {adapter_of_call(call_id) for call_id in results}
+        The results go to the adapter that issued the calls, without routing; other
+        adapters' turns queued for that adapter stay queued for its next user turn."""
+        declared = self.artifact.doc.adapters
+        adapters = {adapter_of_call(call_id, declared) for call_id in results}
         if None in adapters or len(adapters) != 1:
-            unknown = [c for c in results if adapter_of_call(c) is None]
+            unknown = [c for c in results if adapter_of_call(c, declared) is None]
             raise ConversationError(f"tool results must answer calls mol issued to one adapter; "
                                     f"unknown call ids: {unknown or sorted(results)}")
         adapter = adapters.pop()
@@ -240,44 +245,55 @@ class Harness:
         if record not in self.conversation.turns:
             self.conversation.turns.append(record)
         record.status = "running"
-        result = TurnResult(adapter=adapter, answer="", status="running")
+        result = TurnResult(adapter=adapter, answer="", status="running", route=ev.PINNED)
         emit = self._emitter(on_event, result)
-        env = await self._env(adapter, client_tools, emit, stream, record, opens=False)
+        await routing.decided(emit, ev.RouteDecided(
+            adapter, "", False, "tool results go back to the adapter that issued the calls",
+            ev.PINNED))
+        env = await self._env(adapter, client_tools, emit, stream, record, opens=False,
+                              params=params)
         pending = [{"role": "tool", "tool_call_id": call_id, "content": content}
                    for call_id, content in results.items()]
         return await self._run(env, record, result, pending)
 
     async def _run(self, env: loop.LoopEnv, record: TurnRecord, result: TurnResult,
-                   pending: list[dict[str, Any]]) -> TurnResult:
+                   pending: list[dict[str, Any]], retry: bool = False) -> TurnResult:
+        """The answer hop, then the summary. ``retry``: an unavailable adapter's error is
+        raised untouched, before anything was committed, for the caller to answer again."""
+        before = len(self.conversation.view(env.adapter))
         try:
             outcome = await loop.run(env, self.conversation.view(env.adapter), pending)
-        except BaseException:
-            record.status = "interrupted"
-            with anyio.CancelScope(shield=True):
-                await self._checkpoint(record)
+        except BaseException as exc:
+            if not (retry and isinstance(exc, EngineAdapterUnavailable)
+                    and len(self.conversation.view(env.adapter)) == before):
+                record.status = "interrupted"
+                with anyio.CancelScope(shield=True):
+                    await self._checkpoint(record)
             raise
         record.tools += outcome.tools_used
-        result.stopped = outcome.stopped
+        result.stopped, result.reasoning = outcome.stopped, outcome.reasoning
         if outcome.stopped == "client_tools":
             record.status, result.status = "waiting", "waiting"
             result.client_calls = outcome.client_calls
             await self._checkpoint(record)
             return result
         record.answer = result.answer = outcome.answer
-        await env.emit(ev.Answered(env.adapter, record.answer, outcome.stopped))
+        await env.emit(ev.Answered(env.adapter, record.answer, outcome.stopped,
+                                   outcome.reasoning))
         await self.summarize(record, env.emit)
         handed = await lifecycle.subagent_stop(self.hook_sets, self.conversation.id, env.adapter,
                                                record.index, record.answer, record.summary,
                                                env.emit)
         if handed.blocked is None:
-            self.conversation.share_summary(env.adapter, record.summary)
+            self.conversation.share_summary(env.adapter, record.summary,
+                                            self.artifact.doc.adapter_names, record.user)
         record.status, result.status = "complete", "complete"
         await self._checkpoint(record)
         return result
 
     async def _env(self, adapter: str, client_tools: list[dict[str, Any]] | None,
                    emit: Callable[[ev.Event], Awaitable[None]], stream: bool,
-                   record: TurnRecord, *, opens: bool,
+                   record: TurnRecord, *, opens: bool, params: dict[str, Any] | None = None,
                    narrow: list[str] | None = None) -> loop.LoopEnv:
         """The loop's environment; ``opens``: the turn's first commit opens it (it carries
         the pending summaries, now consumed), else it resumes a waiting turn. ``narrow``
@@ -308,7 +324,7 @@ class Harness:
             emit=emit, commit=commit, plugin_hook=self.plugins.hook,
             hook_sets=[s for s in self.hook_sets if s.applies(adapter)],
             approve=self.approve, stream=stream and review is None,
-            review=review.answer if review is not None else None)
+            review=review.answer if review is not None else None, overrides=dict(params or {}))
 
     async def _refused(self, result: TurnResult, text: str, reason: str,
                        emit: Callable[[ev.Event], Awaitable[None]]) -> TurnResult:
@@ -366,9 +382,3 @@ def _client_tools(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             out[function["name"]] = entry
     return out
-
-
-async def _decided(emit: Callable[[ev.Event], Awaitable[None]],
-                   decision: ev.RouteDecided) -> ev.RouteDecided:
-    await emit(decision)
-    return decision

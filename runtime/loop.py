@@ -45,6 +45,8 @@ class LoopOutcome:
     tokens: int = 0
     stop_hook_active: bool = False
     """A Stop hook already made this turn go on (Claude Code's ``stop_hook_active``)."""
+    reasoning: str = ""
+    """The engine's reasoning on the last reply (the answer, or the client tool calls)."""
 
 
 @dataclass
@@ -74,6 +76,26 @@ class LoopEnv:
     """``await review(answer)``: feedback that sends the answer back for revision (a user
     message; the answer and it are appended, never replacing anything), or None to accept
     it. The GenUI repair rounds (``mol.genui.review``) use it."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """The client's sampling parameters for this turn (``answer_params``)."""
+
+
+FIRST_STEP_ONLY = ("tool_choice",)
+"""Client parameters for the turn's first model call only: a forced tool choice repeated
+after the tool's result would call it again and again."""
+TOOLS_ONLY = ("tool_choice", "parallel_tool_calls")
+"""Parameters an engine refuses on a request without tools."""
+
+
+def answer_params(config: AdapterConfig, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The adapter's ``params`` with the client's on top; a client's ``max_tokens`` is
+    clamped to the adapter's."""
+    params = config.params.model_dump(exclude_none=True)
+    for key, value in overrides.items():
+        if key == "max_tokens" and params.get("max_tokens") is not None:
+            value = min(value, params["max_tokens"])
+        params[key] = value
+    return params
 
 
 def tool_specs(env: LoopEnv) -> list[dict[str, Any]]:
@@ -91,7 +113,9 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
     env = _charging(env, outcome)
     view = list(view)  # a snapshot: commits extend the conversation's own list
     specs = tool_specs(env)
-    params = env.config.params.model_dump(exclude_none=True)
+    params = answer_params(env.config, env.overrides)
+    if not specs:
+        params = {k: v for k, v in params.items() if k not in TOOLS_ONLY}
     steps = 0
     while True:
         if steps >= env.config.max_steps:
@@ -100,15 +124,16 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         if budget is not None and outcome.tokens >= budget:
             return await _stop(env, pending, outcome, "token_budget")
         completion, streamed_ids = await _ask(env, view + pending, specs, params)
+        params = {k: v for k, v in params.items() if k not in FIRST_STEP_ONLY}
         steps += 1
+        outcome.reasoning = completion.reasoning
         outcome.tokens += completion.usage.prompt_tokens + completion.usage.completion_tokens
         # Calls come sorted by stream index; keep the ids already streamed to the client.
         given = [streamed_ids[index] for index in sorted(streamed_ids)]
         calls = [(given[k] if k < len(given) else new_call_id(env.adapter), call)
                  for k, call in enumerate(completion.tool_calls)]
-        message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
+        message = _assistant_message(env, completion, calls)
         if not calls:
-            message["content"] = completion.content
             feedback = await env.review(completion.content) if env.review else None
             if feedback is not None:  # sent back for revision: pending until a commit point
                 pending = [*pending, message, {"role": "user", "content": feedback}]
@@ -121,10 +146,6 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
             outcome.answer = completion.content
             await env.commit([*pending, message], answer=outcome.answer)
             return outcome
-        message["tool_calls"] = [
-            {"id": call_id, "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}}
-            for call_id, call in calls]
         # A name the runtime provides runs here even if the client offers it too.
         to_client = [c.name in env.client_tools and c.name not in env.tools for _, c in calls]
         runtime_calls = [pair for pair, client in zip(calls, to_client, strict=True) if not client]
@@ -138,8 +159,25 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
                 {"id": i, "type": "function",
                  "function": {"name": c.name, "arguments": c.arguments}} for i, c in client_calls]
             outcome.stopped = "client_tools"
-            await env.emit(ev.ClientToolsRequested(env.adapter, outcome.client_calls))
+            await env.emit(ev.ClientToolsRequested(env.adapter, outcome.client_calls,
+                                                   outcome.reasoning))
             return outcome
+
+
+def _assistant_message(env: LoopEnv, completion: Completion,
+                       calls: list[tuple[str, ToolCall]]) -> dict[str, Any]:
+    """The reply as the view keeps it (its key order is part of the view's bytes)."""
+    message: dict[str, Any] = {"role": "assistant",
+                               "content": (completion.content or None) if calls
+                               else completion.content}
+    if env.config.keep_reasoning and completion.reasoning:
+        message["reasoning_content"] = completion.reasoning
+    if calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}
+            for call_id, call in calls]
+    return message
 
 
 async def _stop_hooks(env: LoopEnv, answer: str, outcome: LoopOutcome) -> dict[str, Any] | None:
@@ -183,6 +221,8 @@ async def _ask(env: LoopEnv, messages: list[dict[str, Any]], specs: list[dict[st
     client_index: dict[int, int] = {}
 
     async def on_delta(delta: Delta) -> None:
+        if delta.reasoning:
+            await env.emit(ev.ReasoningDelta(env.adapter, delta.reasoning))
         if delta.text:
             await env.emit(ev.TextDelta(env.adapter, delta.text))
         if delta.tool_index is None:

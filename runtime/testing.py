@@ -32,6 +32,8 @@ from mol.runtime.scripted.script import Rule, Script, load_script
 __all__ = ["Rule", "Script", "ScriptedEngine", "load_script"]
 
 _STARTUP_TIMEOUT = 10.0
+REASONING_FIELDS = (None, "reasoning_content", "reasoning")
+"""The reasoning-parser modes: off, or the field the parser fills (vLLM's older and newer)."""
 
 
 class ScriptedEngine:
@@ -46,22 +48,28 @@ class ScriptedEngine:
         port: int = 0,
         latency: float = 0.0,
         on_request: Callable[[dict[str, Any]], None] | None = None,
+        reasoning_parser: str | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
 
         ``port=0`` picks a free port; ``latency`` seconds are added to every
         chat request; ``on_request`` is called (in the server thread) with each
-        request record after it is logged.
+        request record after it is logged; ``reasoning_parser`` (the field it
+        fills: ``"reasoning_content"`` or ``"reasoning"``) serves the script like a
+        reasoning model behind a reasoning parser (docs/scripted-engine.md).
         """
         from mol.runtime.scripted.app import EngineState
 
         if not 0 <= latency < float("inf"):
             raise UsageError(f"latency must be a finite number of seconds >= 0, got {latency}")
+        if reasoning_parser not in REASONING_FIELDS:
+            raise UsageError(f"reasoning_parser must be one of {REASONING_FIELDS[1:]} or None, "
+                             f"got {reasoning_parser!r}")
         self.script = load_script(script)
         self.host, self.port = host, port
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
-        self._state = EngineState(self.script, latency, self._record)
+        self._state = EngineState(self.script, latency, self._record, reasoning_parser)
         self._log: Any = None
         self._stack: ExitStack | None = None
 

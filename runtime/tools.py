@@ -79,7 +79,7 @@ class ToolContext:
     """What a running tool may know about its call."""
 
     adapter: str
-    """The adapter that issued the call (``L0``..``L3``)."""
+    """The adapter that issued the call (a name the artifact declares)."""
     call_id: str = ""
     """The mol-issued tool call id."""
     session_id: str = ""

@@ -15,7 +15,6 @@ from typing import Any
 
 from mol.hcp.digest import digest_tree
 from mol.hcp.files import resolve
-from mol.hcp.schema import ADAPTERS
 from mol.skills import loader
 from mol.skills.loader import BUILTIN, Skill, load_sources
 
@@ -63,7 +62,7 @@ def for_artifact(doc: Any, base_dir: Path,
     result = ArtifactSkills(skills=skills)
     result.problems = [(sources[index][0], message, None) for index, message in found]
     digests: dict[str, str] = {}
-    for adapter in ADAPTERS:
+    for adapter in doc.adapter_names:
         for index, name in enumerate(doc.adapter(adapter).skills):
             skill = skills.get(name)
             if skill is None:
@@ -90,7 +89,7 @@ def _hint(name: str, skills: dict[str, Skill], doc: Any) -> str:
 
 def adapter_skills(artifact: Any, adapter: str) -> list[Skill]:
     """The skills adapter ``adapter`` may load, sorted by name."""
-    if artifact is None or adapter not in ADAPTERS:
+    if artifact is None or adapter not in artifact.doc.adapters:
         return []
     available = getattr(artifact, "skills", {}) or {}
     names = sorted(set(artifact.doc.adapter(adapter).skills))

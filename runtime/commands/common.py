@@ -20,6 +20,27 @@ def add_hcp_argument(parser: argparse.ArgumentParser,
     parser.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP") or None, help=help)
 
 
+def add_adapter_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--adapter NAME``: one of the adapters the artifact declares (checked once it is
+    loaded, by ``checked_adapter``: the choices come from the artifact, not from mol)."""
+    parser.add_argument("--adapter", metavar="NAME", help=help)
+
+
+def checked_adapter(artifact: Any, name: str | None) -> str | None:
+    """``--adapter``'s value when ``artifact`` declares it; a usage error naming the
+    declared adapters otherwise."""
+    import difflib
+
+    if name is None or name in artifact.doc.adapters:
+        return name
+    names = artifact.doc.adapter_names
+    close = [n for n in names if n.lower() == name.lower()] or difflib.get_close_matches(
+        name, names, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise UsageError(f"--adapter {name!r}: {hint}the artifact {artifact.name!r} declares "
+                     f"{', '.join(names)}")
+
+
 def load_artifact(path: Path | None) -> Any:
     """The artifact named by ``--hcp``, or a usage error saying how to name one."""
     from mol.hcp.loader import load

@@ -30,6 +30,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="append every request received to FILE, one JSON object a line")
     p.add_argument("--latency", type=float, default=0.0, metavar="SEC",
                    help="seconds to wait before answering every request (default: 0)")
+    p.add_argument("--reasoning-parser", choices=("reasoning_content", "reasoning"),
+                   metavar="FIELD", help="answer like a reasoning model behind a reasoning "
+                   "parser filling FIELD (reasoning_content or reasoning): replies go there "
+                   "unless the request turns thinking off")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
     p.set_defaults(func=scripted)
 
@@ -56,7 +60,8 @@ def scripted(args: argparse.Namespace) -> int:
         raise UsageError(f"--script {args.script}: no such file")
     on_request = None if args.quiet else _print_request
     engine = ScriptedEngine(args.script, log_path=args.log, host=args.host, port=args.port,
-                            latency=args.latency, on_request=on_request)
+                            latency=args.latency, on_request=on_request,
+                            reasoning_parser=args.reasoning_parser)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mol.runtime.commands.common import add_adapter_argument
 from mol.runtime.errors import UsageError
 
 
@@ -18,8 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("list", help="start the servers; show their status and qualified tool names")
     _hcp_option(p)
-    p.add_argument("--adapter", choices=("L0", "L1", "L2", "L3"),
-                   help="only the servers and tools this adapter sees")
+    add_adapter_argument(p, "only the servers and tools this adapter sees")
     p.set_defaults(func=list_servers)
 
     p = sub.add_parser("call", help="call a tool by its qualified name; print the result")
@@ -76,10 +76,12 @@ async def _ready(manager: Any) -> None:
 
 async def list_servers(args: argparse.Namespace) -> int:
     """``mol mcp list``: exit 1 when a required server failed."""
+    from mol.runtime.commands.common import checked_adapter
     from mol.runtime.errors import MCPStartupError
     from mol.runtime.mcp import MCPManager
 
     artifact = _load(args)
+    checked_adapter(artifact, args.adapter)
     async with MCPManager(artifact) as manager:
         await _ready(manager)
         shown = None

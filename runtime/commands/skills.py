@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mol.runtime.commands.common import add_adapter_argument
 from mol.runtime.errors import UsageError
-
-ADAPTER_CHOICES = ("L0", "L1", "L2", "L3")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,8 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", help="list the skills available (built-in, or an artifact's)")
     p.add_argument("--hcp", type=Path, metavar="FILE",
                    help="list the skills of this HCP artifact (default: the built-in set)")
-    p.add_argument("--adapter", choices=ADAPTER_CHOICES,
-                   help="only the skills this adapter of the artifact may load (needs --hcp)")
+    add_adapter_argument(p, "only the skills this adapter of the artifact may load (needs --hcp)")
     p.set_defaults(func=list_skills)
 
     p = sub.add_parser("show", help="print a skill's front matter, files and instructions")
@@ -54,10 +52,13 @@ def list_skills(args: argparse.Namespace) -> int:
     if args.adapter and args.hcp is None:
         raise UsageError("--adapter needs --hcp FILE: adapters and their skills come from an "
                          "HCP artifact")
+    from mol.runtime.commands.common import checked_adapter
+
     skills, artifact = _available(args.hcp)
     users: dict[str, list[str]] = {}
     if artifact is not None:
-        for adapter in ADAPTER_CHOICES:
+        checked_adapter(artifact, args.adapter)
+        for adapter in artifact.doc.adapter_names:
             for name in artifact.doc.adapter(adapter).skills:
                 users.setdefault(name, []).append(adapter)
     names = sorted(skills)

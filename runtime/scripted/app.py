@@ -28,11 +28,12 @@ _PREVIEW = 200
 class EngineState:
     """What the app shares across requests: the script, the answer factory and the records."""
 
-    def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None]) -> None:
+    def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None],
+                 reasoning_parser: str | None = None) -> None:
         self.script = script
         self.latency = latency
         self.on_record = on_record
-        self.answers = AnswerFactory()
+        self.answers = AnswerFactory(reasoning_parser)
         self.records: list[dict[str, Any]] = []
         self.stopping: anyio.Event | None = None
         """Set when the server stops: cuts scripted delays short so shutdown never waits on them."""
@@ -48,8 +49,11 @@ class EngineState:
 
     def answer(self, rule: Rule, request: ChatRequest) -> Answer:
         """The rule's completion, or the HTTPProblem a real engine would give instead."""
-        if rule.error is not None:
-            raise HTTPProblem(rule.error.status, rule.error.message, rule.error.type)
+        error = rule.error
+        if error is not None and error.kind is not None:
+            raise HTTPProblem(*self.answers.engine_error(request, error.kind, error.limit))
+        if error is not None:
+            raise HTTPProblem(error.status, error.message, error.type)
         constraint = request.constraint
         if constraint is not None and rule.tool_calls:
             raise HTTPProblem(400, f"{rule.where} gives tool calls, but the request is constrained "
@@ -93,6 +97,8 @@ def build_app(state: EngineState) -> Starlette:
             record["adapter"] = chat_request.adapter
             constraint = chat_request.constraint
             record["constraint"] = constraint.to_json() if constraint else None
+            record["thinking"] = chat_request.thinking
+            record["prefill"] = chat_request.prefill
             rule = state.script.match(chat_request.adapter, chat_request.text, constraint is not None)
             if rule is None:
                 raise state.unmatched(chat_request)

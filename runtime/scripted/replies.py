@@ -68,6 +68,11 @@ class Answer:
     completion_id: str
     tool_call_ids: list[str]
     usage: dict[str, Any]
+    content: str | None = None
+    """The reply text (``content``)."""
+    reasoning: str | None = None
+    """The thinking sent in ``reasoning_field``, if any."""
+    reasoning_field: str = "reasoning_content"
 
     @property
     def finish_reason(self) -> str:
@@ -75,7 +80,9 @@ class Answer:
 
     def message(self) -> dict[str, Any]:
         """The assistant message of a non-streaming response."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.rule.reply}
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning is not None:
+            message[self.reasoning_field] = self.reasoning
         if self.rule.tool_calls:
             message["tool_calls"] = [
                 {"id": call_id, "type": "function",
@@ -101,7 +108,9 @@ class Answer:
 
     def _deltas(self) -> Iterator[tuple[dict[str, Any], str | None]]:
         yield {"role": "assistant", "content": ""}, None
-        for piece in split_pieces(self.rule.reply or ""):
+        for piece in split_pieces(self.reasoning or ""):
+            yield {self.reasoning_field: piece}, None
+        for piece in split_pieces(self.content or ""):
             yield {"content": piece}, None
         for index, (call_id, call) in enumerate(zip(self.tool_call_ids, self.rule.tool_calls or (),
                                                     strict=True)):
@@ -128,22 +137,49 @@ def split_pieces(text: str, pieces: int = 3) -> list[str]:
 
 
 class AnswerFactory:
-    """Numbers completions and tool calls (vLLM style ids) and computes usage."""
+    """Numbers completions and tool calls (vLLM style ids) and computes usage.
 
-    def __init__(self) -> None:
+    ``reasoning_parser`` (``"reasoning_content"`` or ``"reasoning"``, the field it fills)
+    makes the engine behave like a reasoning model served with a reasoning parser: unless
+    the request turns thinking off, a rule's reply without its own ``reasoning`` is taken
+    for thinking and lands in that field, leaving ``content`` empty.
+    """
+
+    def __init__(self, reasoning_parser: str | None = None) -> None:
         self._completions = itertools.count(1)
         self._tool_calls = itertools.count(1)
         self.cache = PrefixCache()
+        self.reasoning_parser = reasoning_parser
 
     def answer(self, rule: Rule, request: ChatRequest) -> Answer:
         """The completion ``rule`` gives ``request``, its prompt recorded in the prefix cache."""
         calls = rule.tool_calls or ()
         tokens = tuple(tokenize(prompt_text(request.body)))
         cached = self.cache.add(request.adapter, tokens)
-        produced = rule.reply or "".join(call.name + call.arguments for call in calls)
+        content, reasoning = rule.reply, rule.reasoning if request.thinking else None
+        if self.reasoning_parser and request.thinking and rule.reasoning is None and not calls:
+            content, reasoning = None, rule.reply  # the model thought its whole reply
+        produced = ((reasoning or "") + (content or "")
+                    or "".join(call.name + call.arguments for call in calls))
         usage = make_usage(len(tokens), max(1, len(tokenize(produced))), cached, rule.usage or {})
         return Answer(rule, request.body["model"], f"chatcmpl-{next(self._completions)}",
-                      [f"chatcmpl-tool-{next(self._tool_calls)}" for _ in calls], usage)
+                      [f"chatcmpl-tool-{next(self._tool_calls)}" for _ in calls], usage,
+                      content, reasoning, self.reasoning_parser or "reasoning_content")
+
+    @staticmethod
+    def engine_error(request: ChatRequest, kind: str, limit: int) -> tuple[int, str, str]:
+        """``(status, message, type)`` of an engine's own error for ``request``, worded as
+        vLLM words it."""
+        if kind == "adapter_not_loaded":
+            return 404, f"The model `{request.body['model']}` does not exist.", "NotFoundError"
+        prompt = len(tokenize(prompt_text(request.body)))
+        budget = request.body.get("max_tokens")
+        budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else 1
+        asked = max(prompt + budget, limit + 1)
+        return 400, (f"This model's maximum context length is {limit} tokens. However, you "
+                     f"requested {asked} tokens ({asked - budget} in the messages, {budget} in "
+                     "the completion). Please reduce the length of the messages or "
+                     "completion."), "BadRequestError"
 
 
 def make_usage(prompt: int, completion: int, cached: int, override: dict[str, int]) -> dict[str, Any]:

@@ -72,10 +72,15 @@ class ChatRequest:
     body: dict[str, Any]
     adapter: str
     text: str
-    """The last message's text: the content string, or its concatenated text parts."""
+    """The last message's text: the content string, or its concatenated text parts (for a
+    prefill request, the text of the message before the prefill)."""
     stream: bool
     include_usage: bool
     constraint: Constraint | None
+    thinking: bool = True
+    """False when the request switches thinking off (``chat_template_kwargs.enable_thinking``)."""
+    prefill: str | None = None
+    """The assistant message the engine continues (``continue_final_message``), if any."""
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -101,8 +106,30 @@ def read_request(body: dict[str, Any], adapters: Sequence[str]) -> ChatRequest:
     stream = _optional(body, "stream", bool, False)
     options = _optional(body, "stream_options", dict, {})
     include_usage = _optional(options, "include_usage", bool, False, "stream_options.include_usage")
-    return ChatRequest(body, resolve_adapter(model, adapters), texts[-1], stream, include_usage,
-                       read_constraint(body))
+    template = _optional(body, "chat_template_kwargs", dict, {})
+    thinking = _optional(template, "enable_thinking", bool, True,
+                         "chat_template_kwargs.enable_thinking")
+    prefill = read_prefill(body)
+    text = texts[-2] if prefill is not None and len(texts) > 1 else texts[-1]
+    return ChatRequest(body, resolve_adapter(model, adapters), text, stream, include_usage,
+                       read_constraint(body), thinking, prefill)
+
+
+def read_prefill(body: dict[str, Any]) -> str | None:
+    """The assistant prefill a ``continue_final_message`` request asks the engine to continue;
+    a 400 where vLLM would refuse the request (both flags on, or no assistant message last)."""
+    if not _optional(body, "continue_final_message", bool, False):
+        _optional(body, "add_generation_prompt", bool, True)
+        return None
+    if _optional(body, "add_generation_prompt", bool, True):
+        raise HTTPProblem(400, "Cannot set both `continue_final_message` and "
+                          "`add_generation_prompt` to True (add_generation_prompt defaults to "
+                          "true: send it as false)")
+    last = body["messages"][-1]
+    if last.get("role") != "assistant":
+        raise HTTPProblem(400, "continue_final_message needs the last message to be the "
+                          f"assistant message to continue, got role {last.get('role')!r}")
+    return _message_text(len(body["messages"]) - 1, last)
 
 
 def resolve_adapter(model: str, adapters: Sequence[str]) -> str:

@@ -19,10 +19,14 @@ from typing import Any
 
 from mol.runtime.errors import UsageError
 
-RULE_FIELDS = ("when", "constrained", "times", "reply", "tool_calls", "error", "delay", "usage")
+RULE_FIELDS = ("when", "constrained", "times", "reply", "tool_calls", "error", "delay", "usage",
+               "reasoning")
 ANSWER_FIELDS = ("reply", "tool_calls", "error")
 TOOL_CALL_FIELDS = ("name", "arguments")
-ERROR_FIELDS = ("status", "message", "type")
+ERROR_FIELDS = ("status", "message", "type", "kind", "limit")
+ERROR_KINDS = ("adapter_not_loaded", "context_length")
+"""Errors a real engine gives in its own words: vLLM's 404 for a model (LoRA) it does not
+serve, and its 400 for a prompt longer than the context window (``limit`` tokens)."""
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
 
 
@@ -42,6 +46,10 @@ class ScriptedError:
     status: int
     message: str
     type: str | None = None
+    kind: str | None = None
+    """``adapter_not_loaded`` or ``context_length``: the engine's own error, worded per request."""
+    limit: int = 4096
+    """The context window a ``context_length`` error names, in tokens."""
 
 
 @dataclass(eq=False)
@@ -59,6 +67,8 @@ class Rule:
     """How often the rule may be used; ``-1``: without limit."""
     delay: float = 0.0
     usage: Mapping[str, int] | None = None
+    reasoning: str | None = None
+    """The model's thinking, sent as ``reasoning_content`` unless the request turns it off."""
     used: int = 0
 
     @property
@@ -224,6 +234,7 @@ class _Checker:
             self.issues.append(f"{where}.delay: expected a finite number of seconds >= 0, got {delay}")
         rule.delay = float(delay or 0)
         rule.usage = self.usage(where, raw)
+        rule.reasoning = self.typed(where, raw, "reasoning", str, "a string")
         return rule
 
     def pattern(self, where: str, raw: Mapping) -> re.Pattern[str] | None:
@@ -267,12 +278,33 @@ class _Checker:
             return None
         at = f"{where}.error"
         self.unknown(at, spec, ERROR_FIELDS)
+        kind = self.typed(at, spec, "kind", str, "a string")
+        if kind is not None:
+            return self.engine_error(at, spec, kind)
+        if "limit" in spec:
+            self.issues.append(f"{at}.limit: only a kind = 'context_length' error has a limit")
         status = self.typed(at, spec, "status", int, "an integer")
         if status is None or not 400 <= status <= 599:
             self.issues.append(f"{at}.status: expected an HTTP error status 400..599, got {status!r}")
         message = self.typed(at, spec, "message", str, "a string")
-        kind = self.typed(at, spec, "type", str, "a string")
-        return ScriptedError(status or 500, message or f"scripted error {status}", kind)
+        error_type = self.typed(at, spec, "type", str, "a string")
+        return ScriptedError(status or 500, message or f"scripted error {status}", error_type)
+
+    def engine_error(self, at: str, spec: Mapping, kind: str) -> ScriptedError:
+        """An error of one of the ``ERROR_KINDS``: its status and wording are the engine's."""
+        if kind not in ERROR_KINDS:
+            self.issues.append(f"{at}.kind: expected one of {', '.join(ERROR_KINDS)}, got {kind!r}")
+        given = [key for key in ("status", "message", "type") if key in spec]
+        if given:
+            self.issues.append(f"{at}: kind = {kind!r} sets the status and message itself; "
+                               f"remove {', '.join(given)}")
+        limit = self.typed(at, spec, "limit", int, "an integer")
+        if limit is not None and (limit < 1 or kind != "context_length"):
+            self.issues.append(f"{at}.limit: expected a positive token count for a "
+                               f"context_length error, got {limit}")
+        if kind == "adapter_not_loaded":
+            return ScriptedError(404, "", "NotFoundError", kind)
+        return ScriptedError(400, "", "BadRequestError", kind, limit or 4096)
 
     def usage(self, where: str, raw: Mapping) -> dict[str, int] | None:
         spec = self.typed(where, raw, "usage", dict, "a table of token counts")

@@ -1,10 +1,12 @@
 """The OpenAI-compatible server: Starlette on uvicorn.
 
-Routes: ``GET /health`` (no auth), ``GET /v1/models``, ``POST /v1/chat/completions``
-(``chat``), ``POST /v1/responses`` and ``GET /v1/responses/{id}``
-(``responses``), ``GET /ui/{id}`` (the preview of a response's generated UI, ``genui``)
-and its modules under ``/ui/assets/`` (no auth: static files). Every other route needs the
-bearer key (``auth``). Turns run in the background ``Runner``
+Routes: ``GET /health`` (no auth), ``GET /v1/models`` and ``GET /v1/models/{id}``,
+``POST /v1/chat/completions`` (``chat``), ``POST /v1/responses`` and
+``GET /v1/responses/{id}`` (``responses``), ``GET /ui/{id}`` (the preview of a response's
+generated UI, ``genui``) and its modules under ``/ui/assets/`` (no auth: static files).
+Clients see one model, the artifact's ``[model] name``; the adapters too only with
+``[server] expose_adapters``. Every other route needs the bearer key (``auth``). Turns run
+in the background ``Runner``
 (``runner``) and are checkpointed into the session store.
 
 ``create_app`` builds the ASGI app; its lifespan opens the runtime (plugins,
@@ -28,13 +30,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mol.hcp.loader import Artifact
-from mol.hcp.schema import ADAPTERS
 from mol.runtime.server.http import MAX_BODY, ApiError
 
 log = logging.getLogger("mol.server")
-
-ENTRY_MODEL = "mol"
-"""The routed entry model: route -> answer -> summary. ``L0``..``L3`` pin an adapter."""
 
 
 @dataclass
@@ -67,6 +65,7 @@ def create_app(config: ServerConfig) -> Any:
     routes = [
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
@@ -78,7 +77,8 @@ def create_app(config: ServerConfig) -> Any:
                                         405: _not_allowed, Exception: _internal})
     app.state.config = config
     app.state.max_body = config.max_body
-    app.state.models = [ENTRY_MODEL, *ADAPTERS]
+    app.state.models = served_models(config.artifact)
+    app.state.adapters = frozenset(config.artifact.doc.adapters)
     return BearerAuth(app, config.api_key)
 
 
@@ -130,12 +130,30 @@ async def health(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if healthy else 503)
 
 
+def served_models(artifact: Artifact) -> list[str]:
+    """The model ids clients may name: the public model (it routes: route -> answer ->
+    summary), then, with ``[server] expose_adapters``, each adapter (it pins the turn)."""
+    doc = artifact.doc
+    return [doc.model.name, *(doc.adapter_names if doc.server.expose_adapters else [])]
+
+
+def _model_object(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "mol"}
+
+
 async def models(request: Request) -> Response:
-    """The entry model ``mol`` and the adapters."""
-    created = int(time.time())
-    data = [{"id": name, "object": "model", "created": created, "owned_by": "mol"}
-            for name in request.app.state.models]
+    """``GET /v1/models``: the public model (and the adapters, when exposed)."""
+    data = [_model_object(name) for name in request.app.state.models]
     return JSONResponse({"object": "list", "data": data})
+
+
+async def model(request: Request) -> Response:
+    """``GET /v1/models/{id}``: one served model, or 404 ``model_not_found``."""
+    name = request.path_params["model_id"]
+    if name not in request.app.state.models:
+        raise ApiError(404, f"the model {name!r} does not exist", param="model",
+                       code="model_not_found")
+    return JSONResponse(_model_object(name))
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

@@ -22,6 +22,7 @@ from mol.runtime import events as ev
 from mol.runtime.server.genui import chat_metadata
 from mol.runtime.server.http import ApiError, field, read_json, sse
 from mol.runtime.server.messages import client_tools, fingerprint, normalize, resolve_model, split
+from mol.runtime.server.params import chat_params
 from mol.runtime.server.replies import Item, Outcome, Reply, respond
 from mol.runtime.server.runner import Job, Runner, TurnRequest
 
@@ -33,13 +34,14 @@ async def chat_completions(request: Request) -> Response:
     adapter = resolve_model(body, state.models)
     raw = field(body, "messages", list, required=True)
     messages = [normalize(m, f"messages[{i}]") for i, m in enumerate(raw)]
-    history, text, results = split(messages)
+    history, text, results = split(messages, state.adapters)
     stream = field(body, "stream", bool, default=False)
     options = field(body, "stream_options", dict, default={})
     usage_too = field(options, "include_usage", bool, default=False, where="stream_options.")
     turn = TurnRequest(text=text, tool_results=results,
                        key=fingerprint(history) if history else None, seed=history,
-                       adapter=adapter, client_tools=client_tools(body), stream=stream)
+                       adapter=adapter, client_tools=client_tools(body), stream=stream,
+                       params=chat_params(body))
     runner: Runner = state.runner
     reply = ChatReply(body["model"], messages, runner.start(turn), runner)
     return await respond(reply, stream, reply.complete,
@@ -65,8 +67,9 @@ class ChatReply(Reply):
             transcript[-1]["content"] = ""
         await self.runner.name(self.job, fingerprint(transcript))
 
-    def _usage(self) -> dict[str, int]:
-        return {**self.usage, "total_tokens": sum(self.usage.values())}
+    def _usage(self) -> dict[str, Any]:
+        return {**self.usage, "total_tokens": sum(self.usage.values()),
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
     async def complete(self, outcome: Outcome) -> dict[str, Any]:
         """The non-streaming ``chat.completion`` object."""
@@ -78,17 +81,17 @@ class ChatReply(Reply):
         else:
             message["content"] = outcome.text
             finish = _finish_reason(outcome.stopped)
-        await self.finish(message)
-        body = {"id": self.id, "object": "chat.completion", "created": self.created,
+        await self.finish(message)  # the client's transcript: the reasoning is not sent back
+        if outcome.reasoning:
+            message["reasoning_content"] = outcome.reasoning
+        return {"id": self.id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "choices": [{"index": 0, "message": message,
                                                   "finish_reason": finish, "logprobs": None}],
-                "usage": self._usage()}
-        return self._with_metadata(body)
+                "usage": self._usage(), "metadata": self._metadata()}
 
-    def _with_metadata(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``body`` with mol's ``metadata`` (the generated UI, when the turn checked one)."""
-        metadata = chat_metadata(self.genui)
-        return {**body, "metadata": metadata} if metadata else body
+    def _metadata(self) -> dict[str, Any]:
+        """mol's ``metadata``: the adapter and route, and the generated UI when checked."""
+        return {**self.metadata(), **chat_metadata(self.genui)}
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None,
                usage_too: bool = False) -> bytes:
@@ -98,7 +101,9 @@ class ChatReply(Reply):
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
         if usage_too:
             chunk["usage"] = None
-        return sse(self._with_metadata(chunk) if finish else chunk)
+        if finish is not None:
+            chunk["metadata"] = self._metadata()
+        return sse(chunk)
 
     async def chunks(self, first: Item, rest: AsyncIterator[Item],
                      usage_too: bool) -> AsyncIterator[bytes]:
@@ -107,7 +112,9 @@ class ChatReply(Reply):
             yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
             item: Item | None = first
             while item is not None:
-                if isinstance(item, ev.TextDelta):
+                if isinstance(item, ev.ReasoningDelta):
+                    yield self._chunk({"reasoning_content": item.text}, usage_too=usage_too)
+                elif isinstance(item, ev.TextDelta):
                     self.sent.append(item.text)
                     yield self._chunk({"content": item.text}, usage_too=usage_too)
                 elif isinstance(item, ev.ToolCallDelta):

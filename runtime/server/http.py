@@ -4,12 +4,23 @@ field checks that name the field, and server-sent events."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from mol.runtime.errors import EngineError, EngineTimeout
+from mol.runtime.errors import (
+    EngineAdapterUnavailable,
+    EngineConnectionError,
+    EngineContextLength,
+    EngineError,
+    EngineRateLimited,
+    EngineResponseError,
+    EngineTimeout,
+)
+
+log = logging.getLogger("mol.server")
 
 MAX_BODY = 4 * 1024 * 1024
 """Default limit of a request body, in bytes."""
@@ -43,10 +54,31 @@ class ApiError(Exception):
 
 
 def engine_error(exc: EngineError) -> ApiError:
-    """An engine failure as the client sees it: 504 for a timeout, 502 otherwise."""
+    """An engine failure as the client sees it: 400 ``context_length_exceeded`` when the
+    conversation no longer fits the model, 504 for a timeout, 502 otherwise. The message
+    says what happened in mol's words; the engine's own text (litellm's wording, the
+    engine's internals) goes to the log only."""
+    log.warning("engine failure (%s): %s", type(exc).__name__, exc)
+    if isinstance(exc, EngineContextLength):
+        return ApiError(400, "the conversation is longer than the model's context window; "
+                        "start a new conversation or send less", param="messages",
+                        code="context_length_exceeded")
     if isinstance(exc, EngineTimeout):
-        return ApiError(504, f"the model engine timed out: {exc}", code="engine_timeout")
-    return ApiError(502, f"the model engine failed: {exc}", code="engine_error")
+        return ApiError(504, "the model engine did not answer in time", code="engine_timeout")
+    return ApiError(502, f"the model engine failed: {_failure(exc)}", code="engine_error")
+
+
+def _failure(exc: EngineError) -> str:
+    """What kind of engine failure ``exc`` is, without the engine's own words."""
+    if isinstance(exc, EngineAdapterUnavailable):
+        return "the adapter is not available on the engine"
+    if isinstance(exc, EngineConnectionError):
+        return "it cannot be reached"
+    if isinstance(exc, EngineRateLimited):
+        return "it is overloaded (429)"
+    if isinstance(exc, EngineResponseError) and exc.status:
+        return f"it answered HTTP {exc.status}"
+    return "its reply could not be read"
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:

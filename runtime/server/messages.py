@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from typing import Any
 
 from mol.runtime.server.http import ApiError, field, json_kind
@@ -56,10 +57,11 @@ def _call(raw: Any, where: str) -> dict[str, Any]:
                                             where=f"{where}.function.")}}
 
 
-def split(messages: list[dict[str, Any]], where: str = "messages") -> tuple[
-        list[dict[str, Any]], str | None, dict[str, str] | None]:
+def split(messages: list[dict[str, Any]], adapters: Collection[str], where: str = "messages"
+          ) -> tuple[list[dict[str, Any]], str | None, dict[str, str] | None]:
     """``(history, user text, tool results)``: the new last message (or trailing tool
-    results) separated from the history before it."""
+    results, answering calls mol issued to one of ``adapters``) separated from the history
+    before it."""
     if not messages:
         raise ApiError(400, f"'{where}' must not be empty", param=where)
     if messages[-1]["role"] == "user":
@@ -73,7 +75,7 @@ def split(messages: list[dict[str, Any]], where: str = "messages") -> tuple[
     results: dict[str, str] = {}
     for i in range(start, len(messages)):
         call_id = messages[i]["tool_call_id"]
-        if adapter_of_call(call_id) is None:
+        if adapter_of_call(call_id, adapters) is None:
             raise ApiError(400, f"'{where}[{i}].tool_call_id' {call_id!r} was not issued by "
                            "mol (ids look like call_L2_...)", param=f"{where}[{i}].tool_call_id")
         results[call_id] = messages[i]["content"]
@@ -94,12 +96,15 @@ def client_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     return tools
 
 
-def resolve_model(body: dict[str, Any], models: list[str]) -> str | None:
-    """The adapter a request pins (``L0``..``L3``), or None for the routed entry model."""
-    model = field(body, "model", str, required=True)
+def resolve_model(body: dict[str, Any], models: list[str], required: bool = True) -> str | None:
+    """The adapter a request pins, or None for the public model (``models[0]``), which routes
+    (also when ``model`` is absent and not ``required``); anything else is 404."""
+    model = field(body, "model", str, required=required)
+    if model is None:
+        return None
     if model not in models:
-        raise ApiError(404, f"the model {model!r} does not exist; 'model' must be one of "
-                       f"{', '.join(models)}", param="model", code="model_not_found")
+        raise ApiError(404, f"the model {model!r} does not exist; 'model' must be "
+                       f"{' or '.join(map(repr, models))}", param="model", code="model_not_found")
     return None if model == models[0] else model
 
 
@@ -130,6 +135,8 @@ def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                 messages[-1]["tool_calls"].append(call)
             else:
                 messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "reasoning":
+            continue  # the model's earlier thoughts: mol keeps the adapters' views itself
         elif kind == "function_call_output":
             output = item.get("output")
             if not isinstance(output, str):
@@ -139,7 +146,8 @@ def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                                                    where=f"{where}.")})
         else:
             raise ApiError(400, f"'{where}.type' {kind!r} is not supported; use message, "
-                           "function_call or function_call_output", param=f"{where}.type")
+                           "function_call, function_call_output or reasoning",
+                           param=f"{where}.type")
     return messages
 
 

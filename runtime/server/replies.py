@@ -2,10 +2,14 @@
 
 A ``Reply`` reads the events of one ``Job`` (``mol.runtime.server.runner``)
 and hands its subclass (a chat completion, a Responses object) exactly what it
-renders: ``TextDelta`` and ``ToolCallDelta`` while streaming, then one outcome:
-``Answered``, ``ClientToolsRequested`` or an ``ApiError``. ``respond`` is the
-tail both routes share: wait for the first item, answer an error at once,
-else a JSON body or a stream.
+renders: ``ReasoningDelta``, ``TextDelta`` and ``ToolCallDelta`` while
+streaming, then one outcome: ``Answered``, ``ClientToolsRequested`` or an
+``ApiError``. On the way it keeps what both APIs report: the usage (with the
+engine's cached prompt tokens) and which adapter answered and how it was
+chosen (``RouteDecided``), which reach the client as the ``x-mol-adapter`` and
+``x-mol-route`` headers and the body's ``metadata``. ``respond`` is the tail
+both routes share: wait for the first item, answer an error at once, else a
+JSON body or a stream.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from mol.runtime.server.runner import Job, Runner
 
 Outcome = ev.Answered | ev.ClientToolsRequested | ApiError
 """How a turn ends, as a reply sees it."""
-Item = ev.TextDelta | ev.ToolCallDelta | Outcome
+Delta = ev.ReasoningDelta | ev.TextDelta | ev.ToolCallDelta
+Item = Delta | Outcome
 
 
 class Reply:
@@ -41,6 +46,20 @@ class Reply:
         """Prompt tokens the engine served from its prefix cache, when it says."""
         self.genui: ev.GenUIChecked | None = None
         """The turn's last generated-UI check (``mol.runtime.server.genui`` renders it)."""
+        self.adapter = ""
+        """The adapter answering the turn (the last ``RouteDecided``)."""
+        self.route = ""
+        """How it was chosen: ``routed``, ``fallback`` or ``pinned``."""
+
+    def headers(self) -> dict[str, str]:
+        """``x-mol-adapter`` and ``x-mol-route``, once the route is known."""
+        if not self.adapter:
+            return {}
+        return {"x-mol-adapter": self.adapter, "x-mol-route": self.route}
+
+    def metadata(self) -> dict[str, str]:
+        """The same as the headers, for the body's ``metadata``."""
+        return {"mol_adapter": self.adapter, "mol_route": self.route} if self.adapter else {}
 
     async def items(self) -> AsyncIterator[Item]:
         """Deltas (streaming only), then exactly one outcome."""
@@ -50,16 +69,18 @@ class Reply:
                 yield item
                 return
             if isinstance(item, TurnResult):  # the turn ended without its outcome event
-                yield (ev.ClientToolsRequested(item.adapter, item.client_calls)
+                yield (ev.ClientToolsRequested(item.adapter, item.client_calls, item.reasoning)
                        if item.status == "waiting" else
-                       ev.Answered(item.adapter, item.answer, item.stopped))
+                       ev.Answered(item.adapter, item.answer, item.stopped, item.reasoning))
                 return
             if isinstance(item, ev.ModelCalled):
                 ev.add_usage(self.usage, item.usage)
                 self.cached_tokens += item.usage.get("cached_tokens") or 0
             elif isinstance(item, ev.GenUIChecked):
                 self.genui = item
-            elif isinstance(item, ev.TextDelta | ev.ToolCallDelta) and stream:
+            elif isinstance(item, ev.RouteDecided):
+                self.adapter, self.route = item.adapter, item.how
+            elif isinstance(item, Delta) and stream:
                 yield item
             elif isinstance(item, ev.Answered | ev.ClientToolsRequested):
                 yield item
@@ -83,8 +104,9 @@ async def respond(reply: Reply, stream: bool,
     if not stream:
         try:
             # Without streaming no deltas are passed on: the first item is the outcome.
-            assert not isinstance(first, ev.TextDelta | ev.ToolCallDelta)
-            return JSONResponse(await complete(first))
+            assert not isinstance(first, Delta)
+            return JSONResponse(await complete(first), headers=reply.headers())
         finally:
             await items.aclose()
-    return StreamingResponse(streamed(first, items), media_type="text/event-stream")
+    return StreamingResponse(streamed(first, items), media_type="text/event-stream",
+                             headers=reply.headers())

@@ -23,6 +23,7 @@ from mol.runtime import events as ev
 from mol.runtime.server.genui import response_item
 from mol.runtime.server.http import ApiError, field, read_json, sse
 from mol.runtime.server.messages import chat_tools, input_messages, resolve_model, split
+from mol.runtime.server.params import responses_params
 from mol.runtime.server.replies import Item, Outcome, Reply, respond
 from mol.runtime.server.runner import Job, Runner, TurnRequest
 
@@ -31,20 +32,22 @@ async def create_response(request: Request) -> Response:
     """The route: validate, start the turn, answer (a response object or its events)."""
     state = request.app.state
     body = await read_json(request, state.max_body)
-    adapter = resolve_model(body, state.models)
+    adapter = resolve_model(body, state.models, required=False)
     previous = field(body, "previous_response_id", str)
     store = field(body, "store", bool, default=True)
     stream = field(body, "stream", bool, default=False)
     instructions = field(body, "instructions", str)
-    history, text, results = split(input_messages(body), "input")
+    history, text, results = split(input_messages(body), state.adapters, "input")
     if previous is not None and history:
         raise ApiError(400, "with 'previous_response_id', 'input' holds only the new user "
                        "message or function_call_output items", param="input")
     seed = ([{"role": "system", "content": instructions}] if instructions else []) + history
     turn = TurnRequest(text=text, tool_results=results, key=previous,
                        key_required=previous is not None, seed=seed, adapter=adapter,
-                       client_tools=chat_tools(body), stream=stream, persist=store)
-    reply = ResponseReply(body, state.runner.start(turn), state.runner)
+                       client_tools=chat_tools(body), stream=stream, persist=store,
+                       params=responses_params(body))
+    reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
+                          state.runner.start(turn), state.runner)
     return await respond(reply, stream, reply.complete_response, reply.events)
 
 
@@ -72,31 +75,45 @@ class ResponseReply(Reply):
         usage = None
         if status == "completed":
             usage = {"input_tokens": self.usage["prompt_tokens"],
-                     "input_tokens_details": {"cached_tokens": 0},
+                     "input_tokens_details": {"cached_tokens": self.cached_tokens},
                      "output_tokens": self.usage["completion_tokens"],
                      "output_tokens_details": {"reasoning_tokens": 0},
                      "total_tokens": sum(self.usage.values())}
+        metadata = self.body.get("metadata")
         return {"id": self.id, "object": "response", "created_at": self.created,
                 "status": status, "model": self.model, "output": output, "error": None,
                 "incomplete_details": None, "instructions": self.body.get("instructions"),
-                "metadata": {}, "parallel_tool_calls": True, "temperature": None,
-                "top_p": None, "tool_choice": "auto", "tools": self.body.get("tools") or [],
+                "metadata": {**(metadata if isinstance(metadata, dict) else {}),
+                             **self.metadata()},
+                "parallel_tool_calls": self.body.get("parallel_tool_calls") is not False,
+                "temperature": self.body.get("temperature"), "top_p": self.body.get("top_p"),
+                "tool_choice": self.body.get("tool_choice") or "auto",
+                "tools": self.body.get("tools") or [],
                 "previous_response_id": self.body.get("previous_response_id"),
                 "store": self.body.get("store", True) is not False,
                 "text": {"format": {"type": "text"}}, "truncation": "disabled",
                 "usage": usage}
 
     def message_item(self, text: str, status: str = "completed") -> dict[str, Any]:
+        """The assistant message output item."""
         content = [] if status != "completed" else [
             {"type": "output_text", "text": text, "annotations": []}]
         return {"type": "message", "id": self.message_id, "status": status,
                 "role": "assistant", "content": content}
 
     @staticmethod
+    def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+        """A ``reasoning`` output item carrying the engine's reasoning text."""
+        content = [] if status != "completed" else [{"type": "reasoning_text", "text": text}]
+        return {"type": "reasoning", "id": item_id, "summary": [], "content": content,
+                "status": status}
+
+    @staticmethod
     def call_item(call: dict[str, Any], arguments: str | None = None,
                   status: str = "completed") -> dict[str, Any]:
+        """A ``function_call`` output item for a call the client runs."""
         function = call["function"]
-        return {"type": "function_call", "id": "fc_" + call["id"].split("_", 2)[-1],
+        return {"type": "function_call", "id": "fc_" + call["id"].rsplit("_", 1)[-1],
                 "call_id": call["id"], "name": function["name"],
                 "arguments": function["arguments"] if arguments is None else arguments,
                 "status": status}
@@ -113,12 +130,15 @@ class ResponseReply(Reply):
         """The non-streaming response object."""
         if isinstance(outcome, ApiError):
             raise outcome
+        output = ([self.reasoning_item("rs_" + secrets.token_hex(12), outcome.reasoning)]
+                  if outcome.reasoning else [])
         if isinstance(outcome, ev.ClientToolsRequested):
-            return await self.finish_response([self.call_item(c) for c in outcome.calls])
-        return await self.finish_response([self.message_item(outcome.text),
-                                           *self._genui_items()])
+            return await self.finish_response([*output,
+                                               *(self.call_item(c) for c in outcome.calls)])
+        return await self.finish_response([*output, self.message_item(outcome.text),
+                                           *self.genui_items()])
 
-    def _genui_items(self) -> list[dict[str, Any]]:
+    def genui_items(self) -> list[dict[str, Any]]:
         """The ``mol.genui`` output item, when the turn checked generated UI."""
         item = response_item(self.genui)
         return [] if item is None else [item]
@@ -139,66 +159,118 @@ class ResponseReply(Reply):
     async def _events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         yield self.event("response.created", response=self.obj("in_progress", []))
         yield self.event("response.in_progress", response=self.obj("in_progress", []))
-        text: list[str] = []
-        output: list[dict[str, Any]] = []
+        stream = _OutputStream(self)
         item: Item | None = first
         while item is not None:
             if isinstance(item, ApiError):
                 yield self.event("error", error=item.body()["error"],
                                  message=item.message, code=item.code, param=item.param)
                 break
-            delta = (item.text if isinstance(item, ev.TextDelta) else
-                     item.text if isinstance(item, ev.Answered) and not text else "")
-            if delta:
-                if not text:
-                    for piece in self._open_message():
-                        yield piece
-                text.append(delta)
-                yield self.event("response.output_text.delta", item_id=self.message_id,
-                                 output_index=0, content_index=0, delta=delta, logprobs=[])
-            if isinstance(item, ev.Answered | ev.ClientToolsRequested):
-                for piece in self._close(item, "".join(text), output):
+            if isinstance(item, ev.ReasoningDelta):
+                for piece in stream.reasoning(item.text):
                     yield piece
-                final = await self.finish_response(output)
+            text = (item.text if isinstance(item, ev.TextDelta) else
+                    item.text if isinstance(item, ev.Answered) and not stream.text else "")
+            for piece in stream.text_delta(text) if text else ():
+                yield piece
+            if isinstance(item, ev.Answered | ev.ClientToolsRequested):
+                for piece in stream.close(item):
+                    yield piece
+                final = await self.finish_response(stream.output())
                 yield self.event("response.completed", response=final)
                 break
             item = await anext(rest, None)
 
-    def _open_message(self) -> list[bytes]:
-        part = {"type": "output_text", "text": "", "annotations": []}
-        return [self.event("response.output_item.added", output_index=0,
-                           item=self.message_item("", "in_progress")),
-                self.event("response.content_part.added", item_id=self.message_id,
-                           output_index=0, content_index=0, part=part)]
 
-    def _close(self, outcome: ev.Answered | ev.ClientToolsRequested, text: str,
-               output: list[dict[str, Any]]) -> list[bytes]:
+class _OutputStream:
+    """The output items of one streamed response as they open, grow and close: reasoning
+    items (one per run of reasoning), the message, then the client's function calls."""
+
+    def __init__(self, reply: ResponseReply) -> None:
+        self.reply = reply
+        self.items: list[dict[str, Any]] = []
+        """Output items in ``output_index`` order (completed ones in their final form)."""
+        self.text: list[str] = []
+        self.message_index: int | None = None
+        self.thought: tuple[int, list[str]] | None = None
+        """The open reasoning item: its index and its text so far."""
+
+    def output(self) -> list[dict[str, Any]]:
+        """The completed output items."""
+        return list(self.items)
+
+    def _open(self, item: dict[str, Any]) -> tuple[int, bytes]:
+        self.items.append(item)
+        index = len(self.items) - 1
+        return index, self.reply.event("response.output_item.added", output_index=index,
+                                       item=item)
+
+    def reasoning(self, delta: str) -> list[bytes]:
         pieces = []
-        if text:
+        if self.thought is None:
+            index, added = self._open(self.reply.reasoning_item(
+                "rs_" + secrets.token_hex(12), "", "in_progress"))
+            self.thought, pieces = (index, []), [added]
+        index, parts = self.thought
+        parts.append(delta)
+        pieces.append(self.reply.event("response.reasoning_text.delta",
+                                       item_id=self.items[index]["id"], output_index=index,
+                                       content_index=0, delta=delta))
+        return pieces
+
+    def _close_reasoning(self) -> list[bytes]:
+        if self.thought is None:
+            return []
+        index, parts = self.thought
+        self.thought = None
+        item_id, text = self.items[index]["id"], "".join(parts)
+        self.items[index] = done = self.reply.reasoning_item(item_id, text)
+        return [self.reply.event("response.reasoning_text.done", item_id=item_id,
+                                 output_index=index, content_index=0, text=text),
+                self.reply.event("response.output_item.done", output_index=index, item=done)]
+
+    def text_delta(self, delta: str) -> list[bytes]:
+        reply, pieces = self.reply, self._close_reasoning()
+        if self.message_index is None:
+            self.message_index, added = self._open(reply.message_item("", "in_progress"))
+            part = {"type": "output_text", "text": "", "annotations": []}
+            pieces += [added, reply.event("response.content_part.added",
+                                          item_id=reply.message_id,
+                                          output_index=self.message_index, content_index=0,
+                                          part=part)]
+        self.text.append(delta)
+        pieces.append(reply.event("response.output_text.delta", item_id=reply.message_id,
+                                  output_index=self.message_index, content_index=0,
+                                  delta=delta, logprobs=[]))
+        return pieces
+
+    def close(self, outcome: ev.Answered | ev.ClientToolsRequested) -> list[bytes]:
+        reply, pieces = self.reply, self._close_reasoning()
+        if self.message_index is not None:
+            index, text = self.message_index, "".join(self.text)
             part = {"type": "output_text", "text": text, "annotations": []}
-            output.append(self.message_item(text))
+            self.items[index] = done = reply.message_item(text)
             pieces += [
-                self.event("response.output_text.done", item_id=self.message_id,
-                           output_index=0, content_index=0, text=text, logprobs=[]),
-                self.event("response.content_part.done", item_id=self.message_id,
-                           output_index=0, content_index=0, part=part),
-                self.event("response.output_item.done", output_index=0, item=output[-1])]
+                reply.event("response.output_text.done", item_id=reply.message_id,
+                            output_index=index, content_index=0, text=text, logprobs=[]),
+                reply.event("response.content_part.done", item_id=reply.message_id,
+                            output_index=index, content_index=0, part=part),
+                reply.event("response.output_item.done", output_index=index, item=done)]
         calls = outcome.calls if isinstance(outcome, ev.ClientToolsRequested) else []
-        for item in [] if calls else self._genui_items():
-            output.append(item)
-            pieces += [self.event("response.output_item.added", output_index=len(output) - 1,
-                                  item=item),
-                       self.event("response.output_item.done", output_index=len(output) - 1,
-                                  item=item)]
+        for item in [] if calls else reply.genui_items():
+            index, added = self._open(item)
+            pieces += [added, reply.event("response.output_item.done", output_index=index,
+                                          item=item)]
         for call in calls:
-            index, done = len(output), self.call_item(call)
-            output.append(done)
+            done = reply.call_item(call)
+            index, added = self._open(reply.call_item(call, "", "in_progress"))
+            self.items[index] = done
             pieces += [
-                self.event("response.output_item.added", output_index=index,
-                           item=self.call_item(call, "", "in_progress")),
-                self.event("response.function_call_arguments.delta", item_id=done["id"],
-                           output_index=index, delta=done["arguments"]),
-                self.event("response.function_call_arguments.done", item_id=done["id"],
-                           output_index=index, arguments=done["arguments"], name=done["name"]),
-                self.event("response.output_item.done", output_index=index, item=done)]
+                added,
+                reply.event("response.function_call_arguments.delta", item_id=done["id"],
+                            output_index=index, delta=done["arguments"]),
+                reply.event("response.function_call_arguments.done", item_id=done["id"],
+                            output_index=index, arguments=done["arguments"],
+                            name=done["name"]),
+                reply.event("response.output_item.done", output_index=index, item=done)]
         return pieces

@@ -56,6 +56,8 @@ class TurnRequest:
     client_tools: list[dict[str, Any]] | None = None
     stream: bool = False
     persist: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+    """The client's sampling parameters for the answer hop (``mol.runtime.server.params``)."""
 
 
 JobItem = ev.Event | TurnResult | ApiError
@@ -204,13 +206,14 @@ class Runner:
         if request.tool_results is not None:
             return await harness.submit_tool_results(
                 request.tool_results, on_event=on_event, client_tools=request.client_tools,
-                stream=request.stream)
+                stream=request.stream, params=request.params)
         assert request.text is not None
         abandoned = abandon_waiting(conversation)
         if abandoned is not None and request.persist:
             await recorder.checkpoint(conversation, abandoned)
         return await harness.turn(request.text, adapter=request.adapter, on_event=on_event,
-                                  client_tools=request.client_tools, stream=request.stream)
+                                  client_tools=request.client_tools, stream=request.stream,
+                                  params=request.params)
 
     async def _conversation(self, request: TurnRequest, held: list[str]) -> Conversation:
         """The conversation a request continues (in place or forked), or a new one."""
@@ -248,14 +251,16 @@ class Runner:
     async def _seed(self, conversation: Conversation, request: TurnRequest) -> None:
         """Earlier turns the client sent become plain messages after each adapter's own
         system prompt; a trailing client tool call leaves its adapter's turn waiting."""
-        for adapter in conversation.pending:
+        doc = self.base.artifact.doc
+        for adapter in doc.adapter_names:
             prompt = self.base.system_prompt(adapter, await self.base.tools_for(adapter))
             conversation.views[adapter] = [{"role": "system", "content": prompt},
                                            *copy.deepcopy(request.seed)]
         if request.tool_results:
             from mol.runtime.views import adapter_of_call
 
-            adapter = adapter_of_call(next(iter(request.tool_results))) or "L0"
+            adapter = adapter_of_call(next(iter(request.tool_results)), doc.adapters) or (
+                doc.route_fallback)
             users = [m for m in request.seed if m["role"] == "user"]
             conversation.turns.append(TurnRecord(
                 index=0, adapter=adapter, user=users[-1]["content"] if users else "",

@@ -14,12 +14,12 @@ from mol.runtime.errors import HCPError
 def test_diff_lists_key_paths_and_changed_files(venti, tmp_path):
     other = venti.with_name("other.toml")
     other.write_text(venti.read_text().replace("temperature = 0.2", "temperature = 0.3"))
-    (venti.parent / "prompts" / "router2.md").write_text("Route it.\n")
-    other.write_text(other.read_text().replace("prompts/router.md", "prompts/router2.md"))
+    (venti.parent / "prompts" / "route2.md").write_text("Route it.\nmodel_id=\n")
+    other.write_text(other.read_text().replace("prompts/route.md", "prompts/route2.md"))
     changes = {c.path: c for c in diff(load(venti), load(other))}
     assert set(changes) == {"adapters.L2.params.temperature", "router.prompt.path"}
     assert str(changes["adapters.L2.params.temperature"]).endswith("0.2 -> 0.3")
-    assert changes["router.prompt.path"].file == "prompts/router2.md"
+    assert changes["router.prompt.path"].file == "prompts/route2.md"
 
 
 def test_diff_of_equal_meaning_is_empty(venti, capsys):
@@ -38,8 +38,8 @@ def test_patch_yields_a_validated_child(venti, tmp_path, capsys):
     assert main(["hcp", "patch", str(venti), str(patch), "-o", str(out)]) == 0
     child = load(out)
     assert child.doc.parent == parent.digest
-    assert child.doc.adapters.L2.max_steps == 10
-    assert child.doc.adapters.L2.tools.deny == ["write_file"]
+    assert child.doc.adapters["L2"].max_steps == 10
+    assert child.doc.adapters["L2"].tools.deny == ["write_file"]
     assert [c.path for c in diff(parent, child)] == [
         "adapters.L2.max_steps", "adapters.L2.tools.deny", "parent"]
 

@@ -48,7 +48,8 @@ def test_unknown_adapter_lists_the_valid_ones(tmp_path, capsys):
     path = write(tmp_path, MINIMAL + "[adapters.L7]\nmax_steps = 3\n")
     code, err = validate(path, capsys)
     assert code == 2
-    assert "adapters.L7: unknown key (valid keys: L0, L1, L2, L3)" in err
+    assert ("a.toml:5: adapters.L7: unknown key (valid keys: L0, L1, L2, L3; schema_version = 2 "
+            "declares any adapters)") in err
 
 
 def test_wrong_type_names_path_and_value(tmp_path, capsys):
@@ -83,7 +84,7 @@ def test_missing_hook_script(tmp_path, capsys):
 def test_future_schema_version_names_both_versions(tmp_path, capsys):
     code, err = validate(write(tmp_path, MINIMAL.replace("= 1", "= 9")), capsys)
     assert code == 2
-    assert "schema_version 9 is newer than this mol understands (it reads up to 1)" in err
+    assert "schema_version 9 is newer than this mol understands (it reads up to 2)" in err
 
 
 def test_missing_schema_version(tmp_path, capsys):

@@ -91,11 +91,11 @@ def test_text_mutations(data):
 
 def test_a_referenced_path_that_is_a_folder_is_an_error(tmp_path):
     shutil.copytree(EXAMPLES, tmp_path / "ex")
-    (tmp_path / "ex" / "prompts" / "router.md").unlink()
-    (tmp_path / "ex" / "prompts" / "router.md").mkdir()
+    (tmp_path / "ex" / "prompts" / "route.md").unlink()
+    (tmp_path / "ex" / "prompts" / "route.md").mkdir()
     try:
         load_text(VENTI_TEXT, base_dir=tmp_path / "ex", file="venti.toml")
     except HCPError as exc:
-        assert "router.prompt.path: file not found: prompts/router.md" in str(exc)
+        assert "router.prompt.path: file not found: prompts/route.md" in str(exc)
     else:
         raise AssertionError("a folder in place of a prompt file must be refused")

@@ -68,7 +68,7 @@ async def test_import_a_claude_code_project(tmp_path, capsys, monkeypatch):
 async def test_import_a_codex_config(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("NOTES_TOKEN", "t")
     code, stdout, report = run(capsys, "hcp", "import", "--from", "codex", CODEX)
-    assert code == 0 and stdout.startswith("schema_version = 1\nname = \"venti-codex-home\"\n")
+    assert code == 0 and stdout.startswith("schema_version = 2\nname = \"venti-codex-home\"\n")
     for expected in ("mapped: ", "MCP server notes (for L1, L2)",
                      "features.shell_tool: terminal denied for every adapter",
                      "1 skill(s) (for L1, L2)",

@@ -73,3 +73,12 @@ def test_internal_errors_have_no_traceback_but_a_hint(monkeypatch, capsys):
     assert "internal error: RuntimeError: kaput" in err and "MOL_DEBUG=1" in err
     assert "Traceback" not in err
     json.dumps(err)  # plain text
+
+
+def test_an_adapter_option_names_one_the_artifact_declares(minimal_hcp, capsys):
+    hcp = minimal_hcp()
+    assert main(["tools", "list", "--hcp", str(hcp), "--adapter", "L7"]) == 2
+    err = capsys.readouterr().err
+    assert "--adapter 'L7': the artifact 'test' declares L0, L1, L2, L3" in err
+    assert main(["skills", "list", "--hcp", str(hcp), "--adapter", "l2"]) == 2
+    assert "did you mean 'L2'?" in capsys.readouterr().err

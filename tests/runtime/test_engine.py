@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from mol.runtime.engine import LiteLLMEngine
-from mol.runtime.errors import EngineProtocolError, EngineResponseError, ToolError
+from mol.runtime.errors import (
+    EngineAdapterUnavailable,
+    EngineContextLength,
+    EngineProtocolError,
+    EngineResponseError,
+    ToolError,
+)
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.tools import Tool
 
@@ -67,3 +73,39 @@ async def test_a_tool_name_offered_by_two_sources_is_an_error_naming_both(hcp):
             hcp, served, toolsets=[SameName()]) as h:
         with pytest.raises(ToolError, match="'echo' is offered by both plugin:toy and mcp:shadow"):
             await h.all_tools("L1")
+
+
+@pytest.mark.parametrize("prefix", ["hosted_vllm/", "openai/"])
+async def test_a_context_window_and_a_missing_lora_are_their_own_errors(prefix):
+    script = """
+[[L2]]
+error = { kind = "context_length", limit = 8 }
+[[workspace_agent]]
+error = { kind = "adapter_not_loaded" }
+[[L3]]
+error = { status = 400, message = "LoRA adapter L3 is not loaded" }
+"""
+    async with ScriptedEngine.serve(script) as served:
+        engine = LiteLLMEngine(served.base_url, model_prefix=prefix, max_retries=2,
+                               names={"L4": "workspace_agent"})
+        with pytest.raises(EngineContextLength) as long:
+            await engine.complete("L2", [{"role": "user", "content": "hi"}])
+        with pytest.raises(EngineAdapterUnavailable) as missing:
+            await engine.complete("L4", [{"role": "user", "content": "hi"}])
+        with pytest.raises(EngineAdapterUnavailable):
+            await engine.complete("L3", [{"role": "user", "content": "hi"}])
+    assert long.value.status == 400 and missing.value.status == 404
+    assert engine.model_id("L4") == prefix + "workspace_agent"
+    # Not transient: asked once each, never retried.
+    assert [r["adapter"] for r in served.requests] == ["L2", "workspace_agent", "L3"]
+
+
+async def test_extra_fields_and_reasoning_travel_through_litellm():
+    script = '[[L0]]\nreasoning = "thinking it over"\nreply = "L1"\n'
+    async with ScriptedEngine.serve(script, reasoning_parser="reasoning") as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=0)
+        reply = await engine.complete(
+            "L0", [{"role": "user", "content": "x"}, {"role": "assistant", "content": "id="}],
+            extra={"continue_final_message": True, "add_generation_prompt": False})
+    assert (reply.content, reply.reasoning) == ("L1", "thinking it over")
+    assert served.requests[0]["prefill"] == "id="

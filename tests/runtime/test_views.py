@@ -139,8 +139,9 @@ reply = "SECRET-SUMMARY"
     assert result.answer == "<Button/>"
     assert "SECRET-SUMMARY" not in result.answer
     assert h.conversation.turns[0].summary == "[L3] SECRET-SUMMARY"
-    assert h.conversation.pending["L2"] == ["[L3] SECRET-SUMMARY"]
-    assert h.conversation.pending["L3"] == []
+    assert h.conversation.pending["L2"] == [
+        {"adapter": "L3", "user": "draw a button", "summary": "[L3] SECRET-SUMMARY"}]
+    assert h.conversation.pending.get("L3", []) == []
     assert engine.unused_rules() == []
 
 
@@ -319,9 +320,10 @@ reply = "Still Lisbon."
         first = await h.turn("where am I?", client_tools=[client_tool])
         [call] = first.client_calls
         # Another adapter's turn finished while L1 waited: its summary is queued for L1.
-        h.conversation.pending["L1"].append("[L2] fixed the build")
+        h.conversation.share_summary("L2", "[L2] fixed the build", ["L1"], "fix the build")
+        queued = list(h.conversation.pending["L1"])
         await h.submit_tool_results({call["id"]: "Lisbon"}, client_tools=[client_tool])
-        assert h.conversation.pending["L1"] == ["[L2] fixed the build"]
+        assert h.conversation.pending["L1"] == queued
         await h.turn("and now?")
     last = bodies(engine, "L1")[-1]["messages"]
     assert last[-2]["role"] == "user" and "- [L2] fixed the build" in last[-2]["content"]

@@ -110,3 +110,34 @@ async def test_remote_artifact_starts_nothing() -> None:
 def test_cli_rejects_a_bad_lora_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["engine", "local", "--lora", "L9=x.gguf"]) == 2
     assert "unknown adapter 'L9'" in capsys.readouterr().err
+
+
+def test_an_artifact_serves_its_own_population(tmp_path: Path) -> None:
+    text = """
+schema_version = 2
+name = "five"
+[engine]
+kind = "local"
+api_base = "http://127.0.0.1:8099/v1"
+local_loras = { L4 = "models/ws.gguf" }
+[router]
+prompt = "route"
+[adapters.L0]
+[adapters.L4]
+engine_name = "workspace_agent"
+tools.allow = ["read_file"]
+"""
+    config = config_from_artifact(load_text(text, base_dir=tmp_path))
+    assert config.adapters == ("L0", "workspace_agent")
+    assert config.tool_adapters == frozenset({"workspace_agent"})
+    assert dict(config.loras) == {"workspace_agent": tmp_path / "models" / "ws.gguf"}
+    model = tmp_path / "base.gguf"
+    model.write_bytes(b"GGUF")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "ws.gguf").write_bytes(b"GGUF")
+    entries = server_config(LocalEngineConfig(model=model, loras=config.loras,
+                                              adapters=config.adapters,
+                                              tool_adapters=config.tool_adapters), port=1)
+    assert [e["model_alias"] for e in entries["models"]] == ["L0", "workspace_agent"]
+    assert [e["model_alias"] for e in entries["models"] if e.get("chat_format")] == [
+        "workspace_agent"]

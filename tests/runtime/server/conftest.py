@@ -40,6 +40,8 @@ tools.allow = ["shout"]
 prompt = "You code."
 [adapters.L3]
 prompt = "You draw."
+[server]
+expose_adapters = true
 [session]
 store = "sqlite:///{store}"
 """, name="served")
@@ -57,9 +59,10 @@ class Shout:
         register(shout)
 
 
-def write_hcp(tmp_path: Path, extra: str = "") -> Path:
+def write_hcp(tmp_path: Path, extra: str = "", hcp: str = HCP) -> Path:
+    """The artifact served: ``hcp`` (a format string with ``{store}``) and ``extra``."""
     path = tmp_path / "served.toml"
-    path.write_text(HCP.format(store=tmp_path / "sessions.db") + extra)
+    path.write_text(hcp.format(store=tmp_path / "sessions.db") + extra)
     return path
 
 
@@ -96,13 +99,13 @@ class Served:
 
 @contextmanager
 def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str = "",
-              **options: Any) -> Iterator[Served]:
+              hcp: str = HCP, **options: Any) -> Iterator[Served]:
     """Run the app on uvicorn in a thread on loopback until the block ends."""
     import uvicorn
 
     from mol.runtime.server import ServerConfig, create_app
 
-    artifact = load(write_hcp(tmp_path, extra))
+    artifact = load(write_hcp(tmp_path, extra, hcp))
     store = tmp_path / "sessions.db"
     plugins = PluginManager(None, builtin=(), extra=[("shout", Shout())])
     config = ServerConfig(artifact=artifact, store_path=str(store),

@@ -77,7 +77,8 @@ def test_run_and_chat_continue_a_stored_session(tmp_path, capsys, monkeypatch):
     data = json.loads(capsys.readouterr().out)
     assert [t["adapter"] for t in data["turns"]] == ["L0", "L3"]
     assert data["turns"][1]["events"][1] == {"type": "route", "adapter": "L3", "raw": "L3",
-                                             "fallback": False, "reason": ""}
+                                             "fallback": False, "reason": "",
+                                             "route": "routed"}
     assert data["turns"][0]["summary"] == "[L0] they talked"
 
 

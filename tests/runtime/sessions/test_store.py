@@ -22,7 +22,7 @@ def conversation_with(turns: int) -> Conversation:
                                      summary=f"s{i}", tools=["echo"]))
         conv.view("L2").extend([{"role": "user", "content": f"u{i}"},
                                 {"role": "assistant", "content": f"a{i}"}])
-        conv.share_summary("L2", f"s{i}")
+        conv.share_summary("L2", f"s{i}", ("L0", "L1", "L2", "L3"), f"u{i}")
     return conv
 
 
@@ -123,3 +123,19 @@ def test_store_url_home_and_unsupported():
     assert not str(store_path("sqlite:///~/s.db")).startswith("~")
     with pytest.raises(SessionError, match="unsupported session store 'postgres://x'"):
         store_path("postgres://x")
+
+
+async def test_pending_summaries_stored_as_plain_text_still_load(tmp_path):
+    """Sessions stored before other adapters' turns kept their user message: each queued
+    entry was a summary string; it loads as an entry without a user message."""
+    path = tmp_path / "s.db"
+    async with SQLiteSessionStore(path) as store:
+        await store.save(conversation_with(1), None)
+    state = '{"views": {}, "pending": {"L4": ["[L2] fixed the build"]}}'
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE sessions SET state = ? WHERE id = 'conv_test'", (state,))
+    async with SQLiteSessionStore(path) as store:
+        loaded = await store.load("conv_test")
+    assert loaded.pending == {"L4": [{"adapter": "", "user": "", "summary": "[L2] fixed the build"}]}
+    opening = loaded.begin("L4", lambda: "You file.", "next", others="user+summary")
+    assert opening[1]["content"].endswith("- [L2] fixed the build")
