@@ -6,7 +6,7 @@ dropped a subpackage from the wheel without anyone noticing.
 
 from setuptools import find_packages, setup
 
-ROOTS = ("runtime", "plugins", "hcp", "sandboxes", "skills")
+ROOTS = ("runtime", "plugins", "hcp", "sandboxes", "skills", "eval")
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}
@@ -22,6 +22,7 @@ setup(
         "mol.hcp": ["schema.json", "examples/*.toml", "examples/**/*"],
         "mol.skills": ["**/*"],
         "mol.sandboxes": ["**/*.sh"],
+        "mol.eval": ["examples/**/*"],
     },
     include_package_data=True,
 )

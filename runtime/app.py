@@ -50,15 +50,20 @@ async def open_runtime(
     checkpoint: Any = None,
     plugins: Any = None,
     engine: Any = None,
+    resources: Any = None,
+    tool_wrapper: Any = None,
+    call_ids: Any = None,
 ) -> AsyncIterator[Harness]:
     """A ready harness for ``artifact``; closes every resource it opened on exit.
 
-    What the caller's block raises comes out as raised, not wrapped in the
-    exception groups of the background task groups.
+    ``resources`` (a ``Resources``) may come pre-seeded, e.g. with the sandbox an eval
+    episode owns; ``tool_wrapper`` and ``call_ids`` go to the ``Harness``. What the caller's block raises
+    comes out as raised, not wrapped in the exception groups of the background task groups.
     """
+    extra = {"resources": resources, "tool_wrapper": tool_wrapper, "call_ids": call_ids}
     try:
         async with _opened(artifact, engine_url, conversation, approve, checkpoint, plugins,
-                           engine) as harness:
+                           engine, extra) as harness:
             yield harness
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
@@ -72,7 +77,7 @@ async def open_runtime(
 @asynccontextmanager
 async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
                   approve: Any, checkpoint: Any, plugins: Any,
-                  engine: Any) -> AsyncIterator[Harness]:
+                  engine: Any, extra: dict[str, Any]) -> AsyncIterator[Harness]:
     async with AsyncExitStack() as stack:
         background = await stack.enter_async_context(anyio.create_task_group())
         background.start_soon(_collect_orphan_sandboxes)
@@ -102,6 +107,6 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
             pool = await stack.enter_async_context(SandboxPool(artifact.doc.sandbox))
         harness = Harness(artifact, engine=engine, engine_url=engine_url, plugins=plugins,
                           toolsets=toolsets, conversation=conversation, approve=approve,
-                          checkpoint=checkpoint, sandbox_pool=pool)
+                          checkpoint=checkpoint, sandbox_pool=pool, **extra)
         await stack.enter_async_context(harness)
         yield harness

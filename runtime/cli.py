@@ -51,6 +51,7 @@ COMMANDS: dict[str, Command] = {
     "sandbox": Command("mol.runtime.commands.sandbox", "run commands in hardened Docker sandboxes; build the image; gc"),
     "serve": Command("mol.runtime.commands.serve", "serve the OpenAI-compatible API (chat completions, responses)"),
     "sessions": Command("mol.runtime.commands.sessions", "list stored sessions; show one's views, routes and summaries"),
+    "eval": Command("mol.runtime.commands.eval", "run task suites in sandboxes; replay, show and compare runs"),
 }
 """Every subcommand, in the order ``mol --help`` lists them."""
 

@@ -107,6 +107,8 @@ class HookDecided(Event):
     decision: str
     """``allow``, ``block`` or ``rewrite``."""
     reason: str = ""
+    call_id: str = ""
+    """The mol-issued id of the tool call the hook decided on."""
     type: str = _kind("hook")
 
 

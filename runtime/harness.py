@@ -27,7 +27,13 @@ from mol.runtime.errors import ConversationError, EngineError, ToolError
 from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
 from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
-from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, quote_untrusted
+from mol.runtime.views import (
+    Conversation,
+    TurnRecord,
+    adapter_of_call,
+    new_call_id,
+    quote_untrusted,
+)
 
 DEFAULT_SUMMARY_PROMPT = (
     "Summarize the turn below for the other specialists of this assistant in at most two "
@@ -37,6 +43,9 @@ SUMMARY_INPUT_LIMIT = 4000
 """Characters of the turn the summary hop reads (long answers are cut in the middle)."""
 
 Checkpoint = Callable[[Conversation, TurnRecord], Awaitable[None]]
+ToolWrapper = Callable[[str, dict[str, Tool]], dict[str, Tool]]
+"""``wrap(adapter, tools) -> tools``: replaces the tools an adapter gets before policy (recording
+an episode wraps each tool's ``call``; replaying one serves recorded results)."""
 
 
 @dataclass
@@ -76,6 +85,8 @@ class Harness:
         checkpoint: Checkpoint | None = None,
         resources: Resources | None = None,
         sandbox_pool: Any = None,
+        tool_wrapper: ToolWrapper | None = None,
+        call_ids: Callable[[str], str] | None = None,
     ) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
@@ -91,6 +102,10 @@ class Harness:
         self.resources = resources or Resources()
         self.sandbox_pool = sandbox_pool
         """A warm ``SandboxPool`` the session's sandbox is taken from, when one is open."""
+        self.tool_wrapper = tool_wrapper
+        self.call_ids = call_ids
+        """Issues tool call ids (``call_<adapter>_<hex>``); random ones when None. An eval
+        episode numbers them, so that running it twice records the same bytes."""
 
     async def __aenter__(self) -> Harness:
         return self
@@ -112,7 +127,7 @@ class Harness:
                 if other is not tool:
                     raise ToolError(f"tool {tool.name!r} is offered by both {other.source} and "
                                     f"{tool.source}; rename or disable one of them")
-        return tools
+        return tools if self.tool_wrapper is None else self.tool_wrapper(adapter, tools)
 
     async def tools_for(self, adapter: str) -> dict[str, Tool]:
         """The tools ``adapter`` may see and call, by its policy."""
@@ -304,7 +319,7 @@ class Harness:
             all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,
             emit=emit, commit=commit, plugin_hook=self.plugins.hook,
             command_hooks=self.artifact.doc.hooks, base_dir=self.artifact.base_dir,
-            approve=self.approve, stream=stream)
+            approve=self.approve, stream=stream, new_id=self.call_ids or new_call_id)
 
     def _emitter(self, on_event: ev.OnEvent | None,
                  result: TurnResult) -> Callable[[ev.Event], Awaitable[None]]:

@@ -11,7 +11,7 @@ half-written view.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -66,6 +66,8 @@ class LoopEnv:
     base_dir: Any = None
     approve: Approver | None = None
     stream: bool = False
+    new_id: Callable[[str], str] = new_call_id
+    """Issues the mol id of a tool call (random unless the harness was given ``call_ids``)."""
 
 
 def tool_specs(env: LoopEnv) -> list[dict[str, Any]]:
@@ -95,7 +97,7 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         outcome.tokens += completion.usage.prompt_tokens + completion.usage.completion_tokens
         # Calls come sorted by stream index; keep the ids already streamed to the client.
         given = [streamed_ids[index] for index in sorted(streamed_ids)]
-        calls = [(given[k] if k < len(given) else new_call_id(env.adapter), call)
+        calls = [(given[k] if k < len(given) else env.new_id(env.adapter), call)
                  for k, call in enumerate(completion.tool_calls)]
         message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
         if not calls:
@@ -148,7 +150,7 @@ async def _ask(env: LoopEnv, messages: list[dict[str, Any]], specs: list[dict[st
             return
         first = delta.tool_index not in ids
         if first:
-            ids[delta.tool_index] = new_call_id(env.adapter)
+            ids[delta.tool_index] = env.new_id(env.adapter)
             if delta.tool_name in env.client_tools and delta.tool_name not in env.tools:
                 client_index[delta.tool_index] = len(client_index)
         if delta.tool_index in client_index:  # the client will run it: stream it as it comes
@@ -206,6 +208,8 @@ async def _guarded(env: LoopEnv, call_id: str, call: ToolCall) -> ToolResult:
     except ValueError as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
     info = ToolCallInfo(call.name, arguments, call_id, env.adapter)
+    # The call's own context: hooks and the tool see which call they serve.
+    env = replace(env, context=replace(env.context, call_id=call_id))
     verdict = await _before(env, info)
     if verdict.blocked is not None:
         return ToolResult(f"Error: the call was blocked: {verdict.blocked}", is_error=True)
@@ -237,7 +241,7 @@ async def _before(env: LoopEnv, info: ToolCallInfo) -> Verdict:
         verdict.approved = verdict.approved or command.approved
         verdict.decisions += command.decisions
     for hook, decision, reason in verdict.decisions:
-        await env.emit(ev.HookDecided(hook, info.name, decision, reason))
+        await env.emit(ev.HookDecided(hook, info.name, decision, reason, info.call_id))
     return verdict
 
 
@@ -253,7 +257,7 @@ async def _after(env: LoopEnv, info: ToolCallInfo, result: ToolResult) -> ToolRe
         verdict = await run_command_hooks(env.command_hooks.PostToolUse, "PostToolUse", info,
                                           env.base_dir, env.context.session_id, extra)
         for hook, decision, reason in verdict.decisions:
-            await env.emit(ev.HookDecided(hook, info.name, decision, reason))
+            await env.emit(ev.HookDecided(hook, info.name, decision, reason, info.call_id))
         if verdict.blocked is not None:
             return ToolResult(f"Error: the result was withheld by a hook: {verdict.blocked}",
                               is_error=True)

@@ -98,18 +98,45 @@ async def locate(workspace: str, path: str, stat: Stat) -> Located:
 
 def pack(parts: list[str], data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
     """A tar archive creating the directories ``parts[:-1]`` and the file ``parts[-1]``."""
+    return pack_tree([("/".join(parts), data, mode)], uid=uid, gid=gid)
+
+
+def pack_tree(entries: list[tuple[str, bytes, int]], *, uid: int, gid: int) -> bytes:
+    """A tar archive of files ``(relative path, bytes, mode)``, with every folder they need,
+    all owned by ``uid:gid``."""
     buffer, now = io.BytesIO(), int(time.time())
+    folders = sorted({"/".join(path.split("/")[:depth]) for path, _, _ in entries
+                      for depth in range(1, path.count("/") + 1)})
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for depth in range(1, len(parts)):
-            folder = tarfile.TarInfo("/".join(parts[:depth]))
+        for name in folders:
+            folder = tarfile.TarInfo(name)
             folder.type, folder.mode, folder.uid, folder.gid = tarfile.DIRTYPE, 0o755, uid, gid
             folder.mtime = now
             archive.addfile(folder)
-        member = tarfile.TarInfo("/".join(parts))
-        member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
-        member.mtime = now
-        archive.addfile(member, io.BytesIO(data))
+        for path, data, mode in entries:
+            member = tarfile.TarInfo(path)
+            member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
+            member.mtime = now
+            archive.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def rebase(archive: bytes, *, uid: int, gid: int) -> bytes:
+    """A ``get_archive`` tar of a folder, re-rooted to extract *into* a folder: the top
+    entry is dropped, the rest lose their first path component and belong to ``uid:gid``."""
+    out = io.BytesIO()
+    with (tarfile.open(fileobj=io.BytesIO(archive), mode="r") as source,
+          tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as target):
+        for member in source:
+            _, _, rest = member.name.partition("/")
+            if not rest:
+                continue
+            member.name, member.uid, member.gid, member.uname, member.gname = (
+                rest, uid, gid, "", "")
+            if member.islnk():
+                member.linkname = member.linkname.partition("/")[2]
+            target.addfile(member, source.extractfile(member) if member.isfile() else None)
+    return out.getvalue()
 
 
 def unpack(archive: bytes, path: str) -> bytes:
