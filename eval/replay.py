@@ -266,6 +266,11 @@ async def replay_episode(trajectory: Trajectory, artifact: Any, plugins: Any = N
     except _Ended:
         result.note = f"the recording ends at request {state.next + 1} (the episode ran out " \
                       "of time there)"
+    except errors.EngineError as exc:
+        if not (state.next == len(exchanges) and "error" in exchanges[-1]):
+            result.verdict, result.note = "error", f"{type(exc).__name__}: {exc}"
+        else:  # the recorded episode ended with this engine error too
+            result.note = f"the recording ends with the engine error it replays: {exc}"
     except Exception as exc:  # a replay never takes the others down with it
         result.verdict, result.note = "error", f"{type(exc).__name__}: {exc}"
     result.requests = state.next

@@ -117,12 +117,17 @@ async def run_suite(options: RunOptions, *, progress: Progress | None = None,
         progress.total = len(todo)
         for note in sorted({n for task in tasks for n in task.config.notes}):
             progress.note(note)
-        progress.note(f"{len(todo)} episodes to run ({len(tasks)} tasks x {options.epochs} "
-                      f"epochs, {len(tasks) * options.epochs - len(todo)} stored) in {out}")
+        progress.note(f"{len(todo)} episodes to run ({_count(len(tasks), 'task')} x "
+                      f"{_count(options.epochs, 'epoch')}, "
+                      f"{len(tasks) * options.epochs - len(todo)} stored) in {out}")
         if todo:
             await _run(options, todo, store, progress, on_episode)
         progress.close()
     return out
+
+
+def _count(number: int, word: str) -> str:
+    return f"{number} {word}{'s' * (number != 1)}"
 
 
 async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,

@@ -88,9 +88,10 @@ def parse_reward(listing: str) -> float | None:
     if "reward.txt" in sections:
         text = sections["reward.txt"].strip()
         try:
-            return _finite(float(text), "reward.txt")
+            value = float(text)
         except ValueError:
             raise ValueError(f"reward.txt holds {text[:60]!r}, not a number") from None
+        return _finite(value, "reward.txt")
     if "reward.json" in sections:
         return _from_json(sections["reward.json"])
     return None
