@@ -17,6 +17,8 @@ import pytest
 
 from mol.runtime.cli import main
 
+from ..conftest import hcp_text as hcp_text  # re-exported for the tests here
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "eval" / "examples"

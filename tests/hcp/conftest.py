@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import hcp_text as hcp_text  # re-exported for the tests here
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
 
 
