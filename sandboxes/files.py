@@ -11,7 +11,9 @@ directions; one that stays inside is followed.
 
 from __future__ import annotations
 
+import base64
 import io
+import shlex
 import tarfile
 import time
 from collections.abc import Awaitable, Callable
@@ -119,6 +121,28 @@ def pack_tree(entries: list[tuple[str, bytes, int]], *, uid: int, gid: int) -> b
             member.mtime = now
             archive.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def shell_upload(root: str, entries: list[tuple[str, bytes, int]]) -> str:
+    """A bash command writing files ``(path below root, bytes, mode)`` under ``root``:
+    ``base64 -d`` from here-documents, in a subshell that stops at the first failure."""
+    lines = ["(", "set -e"]
+    for path, data, mode in entries:
+        target = shlex.quote(f"{root.rstrip('/')}/{path}")
+        lines += [f"mkdir -p -- \"$(dirname -- {target})\"",
+                  f"base64 -d > {target} <<'__mol_upload__'",
+                  base64.encodebytes(data).decode("ascii") + "__mol_upload__",
+                  f"chmod {mode & 0o7777:o} {target}"]
+    lines.append(")")
+    return "\n".join(lines)
+
+
+def shell_untar(folder: str, archive: bytes) -> str:
+    """A bash command extracting a tar archive into ``folder`` (modes kept, owned by the
+    user running it)."""
+    return (f"base64 -d <<'__mol_upload__' | tar -x -p --no-same-owner -f - -C "
+            f"{shlex.quote(folder)}\n{base64.encodebytes(archive).decode('ascii')}"
+            "__mol_upload__")
 
 
 def rebase(archive: bytes, *, uid: int, gid: int) -> bytes:

@@ -43,6 +43,9 @@ MAX_FILE_BYTES = 64 << 20
 STARTUP_DEADLINE = 30.0
 """Seconds a new shell may take to answer its first command."""
 
+SHELL_UPLOAD_BYTES = 256 << 10
+"""Uploads up to this size are written through the shell rather than a Docker archive."""
+
 MAX_SEED_BYTES = 512 << 20
 """Largest image folder copied into a new sandbox's workspace (``seed=True``)."""
 
@@ -136,9 +139,9 @@ class Sandbox:
             await docker.call(docker.start_container, self.id, what="start the sandbox")
             with anyio.fail_after(STARTUP_DEADLINE):
                 await self._control.handshake()
+            await self._new_shell()
             if self.seed:
                 await self._seed(image["Id"])
-            await self._new_shell()
         except BaseException as exc:
             await self.close()
             if isinstance(exc, ShellDied | TimeoutError):
@@ -167,10 +170,17 @@ class Sandbox:
             while len(_seeds) >= 8:
                 _seeds.pop(next(iter(_seeds)))
             _seeds[image_id] = archive or b""
-        if _seeds[image_id]:
-            await docker.call(docker.put_archive, self.id, self.workspace,
-                              files.rebase(_seeds[image_id], uid=self.uid, gid=self.gid),
-                              what="seed the workspace")
+        if not _seeds[image_id]:
+            return
+        archive = files.rebase(_seeds[image_id], uid=self.uid, gid=self.gid)
+        if len(archive) <= 4 * SHELL_UPLOAD_BYTES:
+            # As for uploads: a small tree goes faster through the shell's tar than through
+            # Docker's archive API; an image without base64 or tar falls back to the latter.
+            result = await self.run(files.shell_untar(self.workspace, archive), timeout=120)
+            if result.exit_code == 0:
+                return
+        await docker.call(docker.put_archive, self.id, self.workspace, archive,
+                          what="seed the workspace")
 
     async def _new_shell(self) -> None:
         try:
@@ -280,6 +290,13 @@ class Sandbox:
         prefix = files.confine(root, folder)
         items = [("/".join([*prefix, *files.confine(root, relative)]), data, mode)
                  for relative, data, mode in entries]
+        if sum(len(data) for _, data, _ in items) <= SHELL_UPLOAD_BYTES:
+            # Docker unpacks every archive in a process of its own (~0.1 s); a few small
+            # files go through the shell in a millisecond.
+            result = await self.run(files.shell_upload(root, items), timeout=60)
+            if result.exit_code != 0:
+                raise SandboxError(f"cannot upload files to {folder}: {result.output[-500:]}")
+            return
         await docker.call(docker.put_archive, self.id, root,
                           files.pack_tree(items, uid=self.uid, gid=self.gid),
                           what=f"upload files to {folder}")

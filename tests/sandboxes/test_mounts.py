@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,14 @@ async def test_uploads_land_in_the_workspace_or_a_mount_and_nowhere_else(
         assert result.output.splitlines() == [
             "/tests/test.sh mol 755", "/tests/data/a.txt mol 644",
             "/workspace/deep/er/b.txt mol 600", "hi"]
+        big = bytes(range(256)) * 1200  # past SHELL_UPLOAD_BYTES: goes as an archive
+        await sandbox.upload("/tests", [("big.bin", big, 0o640), ("empty", b"", 0o644)])
+        assert (await sandbox.run("stat -c '%s %U %a' /tests/big.bin /tests/empty; "
+                                  "sha256sum < /tests/big.bin")).output.splitlines() == [
+            f"{len(big)} mol 640", "0 mol 644", hashlib.sha256(big).hexdigest() + "  -"]
+        await sandbox.upload("/tests", [("small.bin", big[:1000], 0o600)])
+        assert (await sandbox.run("sha256sum < /tests/small.bin")).output.split()[0] == \
+            hashlib.sha256(big[:1000]).hexdigest()
         with pytest.raises(PathEscape, match="/etc: not inside the workspace or a mount"):
             await sandbox.upload("/etc", [("x", b"", 0o644)])
         with pytest.raises(PathEscape, match="'..' is not allowed"):
