@@ -28,7 +28,8 @@ def hop_of(request: dict[str, Any], artifact: Any) -> str:
     return "summary" if messages[0].get("content") == summary else "answer"
 
 
-def request_difference(recorded: dict[str, Any], replayed: dict[str, Any]) -> tuple[str, str] | None:
+def request_difference(recorded: dict[str, Any],
+                       replayed: dict[str, Any]) -> tuple[str, str] | None:
     """``(where, diff)`` for the first difference between two requests, or None."""
     a, b = normalized(recorded), normalized(replayed)
     if dumps(a) == dumps(b):

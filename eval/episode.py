@@ -79,12 +79,14 @@ def sandbox_config(base: SandboxConfig, task: Task, image: str,
 
 async def run_episode(task: Task, artifact: Any, *, epoch: int = 1, agent: str = "mol",
                       adapter: str | None = None, image: str | None = None,
-                      engine: Any = None, record: bool = True) -> Episode:
+                      engine: Any = None, plugins: Any = None,
+                      record: bool = True) -> Episode:
     """Run one episode of ``task`` and return its result (with the trajectory's lines).
 
     ``engine``: the ``Engine`` the harness talks to (a ``LiteLLMEngine`` for the artifact
-    when None); ``image``: the task's image (the HCP's when None); ``record=False`` keeps
-    no trajectory (and so no reads)."""
+    when None); ``plugins``: a ``PluginManager`` episodes may share (loading one builds
+    every tool's schema: about 0.1 s); ``image``: the task's image (the HCP's when None);
+    ``record=False`` keeps no trajectory (and so no reads)."""
     result = Episode(task.name, epoch, task.digest, artifact.digest, agent, adapter or "",
                      started=time.time(), mol_version=__version__)
     clock = time.perf_counter()
@@ -94,7 +96,7 @@ async def run_episode(task: Task, artifact: Any, *, epoch: int = 1, agent: str =
                         hcp_digest=artifact.digest, agent=agent, adapter=adapter,
                         instruction=task.instruction, mol_version=__version__)
     try:
-        await _episode(task, artifact, result, recorder, adapter, image, engine)
+        await _episode(task, artifact, result, recorder, adapter, image, (engine, plugins))
     except SandboxError as exc:
         _error(result, "sandbox", exc)
     except EngineError as exc:
@@ -117,7 +119,7 @@ def _error(result: Episode, reason: str, error: Any) -> None:
 
 
 async def _episode(task: Task, artifact: Any, result: Episode, recorder: Recorder | None,
-                   adapter: str | None, image: str | None, engine: Any) -> None:
+                   adapter: str | None, image: str | None, runtime: tuple[Any, Any]) -> None:
     from mol.sandboxes import docker
     from mol.sandboxes.sandbox import Sandbox
 
@@ -133,7 +135,7 @@ async def _episode(task: Task, artifact: Any, result: Episode, recorder: Recorde
         if result.agent == "oracle":
             stopped = await _oracle(sandbox, task)
         else:
-            stopped = await _mol(sandbox, task, artifact, result, recorder, adapter, engine)
+            stopped = await _mol(sandbox, task, artifact, result, recorder, adapter, *runtime)
         if stopped:
             result.outcome, result.reason = "fail", stopped.partition(":")[0]
             result.error = _budget(stopped, task, artifact)
@@ -170,7 +172,8 @@ async def _oracle(sandbox: Any, task: Task) -> str:
 
 
 async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
-               recorder: Recorder | None, adapter: str | None, engine: Any) -> str:
+               recorder: Recorder | None, adapter: str | None, engine: Any,
+               plugins: Any) -> str:
     """One user turn through the harness; returns why it stopped early, if it did."""
     from mol.plugins.builtin.sandbox import RESOURCE
     from mol.runtime.app import open_runtime
@@ -193,9 +196,9 @@ async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
 
     stopped = "agent_timeout"
     try:
-        async with open_runtime(artifact, engine=engine, resources=resources,
-                                tool_wrapper=recorder.wrap_tools if recorder else None,
-                                call_ids=numbered_ids()) as h:
+        async with open_runtime(artifact, engine=engine, plugins=plugins,
+                                resources=resources, call_ids=numbered_ids(),
+                                tool_wrapper=recorder.wrap_tools if recorder else None) as h:
             with anyio.move_on_after(task.config.agent_timeout):
                 turn = await h.turn(task.instruction, adapter=adapter, on_event=on_event)
                 stopped = f"{turn.stopped}:{turn.adapter}" if turn.stopped else ""

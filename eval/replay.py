@@ -226,7 +226,8 @@ class _NoSandbox:
         raise SandboxError("a replay runs no sandbox (every sandbox result is recorded)")
 
 
-async def replay_episode(trajectory: Trajectory, artifact: Any, plugins: Any = None) -> ReplayResult:
+async def replay_episode(trajectory: Trajectory, artifact: Any,
+                         plugins: Any = None) -> ReplayResult:
     """Re-drive one recorded episode under ``artifact``; never raises for the episode's
     own problems (they are an ``error`` verdict)."""
     from mol.plugins.builtin.sandbox import RESOURCE

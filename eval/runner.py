@@ -153,7 +153,8 @@ async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
             else:
                 episode = await run_episode(task, artifact, epoch=epoch, agent=options.agent,
                                             adapter=options.adapter, image=image,
-                                            engine=engine, record=options.record)
+                                            engine=engine, plugins=plugins,
+                                            record=options.record)
             await store.aput(episode)
         progress.finished(episode)
         if on_episode is not None:
@@ -161,6 +162,11 @@ async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
 
     async with AsyncExitStack() as stack:
         engine = await _engine(options, stack)
+        plugins = None
+        if options.agent == "mol":
+            from mol.plugins.manager import PluginManager
+
+            plugins = PluginManager.for_artifact(artifact)  # one for all: ~0.1 s to load
         async with anyio.create_task_group() as group:
             if progress.live:
                 await group.start(ticking, progress)

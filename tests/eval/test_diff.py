@@ -30,8 +30,9 @@ def test_mol_call_ids_do_not_count_as_a_difference() -> None:
 
 def test_the_first_difference_is_named_with_a_diff() -> None:
     changed = request()
-    changed["messages"] = [{"role": "system", "content": "You code well.\n\n# Tools\n- terminal: run"},
-                           *changed["messages"][1:]]
+    changed["messages"] = [
+        {"role": "system", "content": "You code well.\n\n# Tools\n- terminal: run"},
+        *changed["messages"][1:]]
     where, diff = request_difference(request(), changed)
     assert where == "messages[0] (system)"
     assert diff.splitlines()[:3] == ["@@ -1,2 +1,2 @@", "-You code.", "+You code well."]

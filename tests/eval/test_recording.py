@@ -155,5 +155,6 @@ def test_mcp_calls_and_hook_verdicts_are_recorded_and_replayed_without_the_serve
                      base_dir=tmp_path)
     result = anyio.run(replay_episode, trajectory, more)
     assert result.verdict == "diverged"
-    assert (result.divergence.request, result.divergence.where) == (2, "adapters.L1.mcp_servers")
+    assert (result.divergence.request, result.divergence.where) == (
+        2, "adapters.L1.mcp_servers")
     assert "no tools of ['other']" in result.divergence.diff

@@ -27,7 +27,8 @@ def test_writing_an_episode_twice_leaves_one_row_and_one_file(tmp_path: Path) ->
         store.put(episode("a", outcome="pass", reward=1.0, lines=['{"kind":"episode"}', "{}"]))
         store.put(episode("a", 2, outcome="error", reason="sandbox", error="no docker"))
         rows = store.episodes()
-        assert [(e.task, e.epoch, e.outcome) for e in rows] == [("a", 1, "pass"), ("a", 2, "error")]
+        assert [(e.task, e.epoch, e.outcome) for e in rows] == [("a", 1, "pass"),
+                                                                ("a", 2, "error")]
         assert rows[0].trajectory == "trajectories/a.1.jsonl" and rows[1].trajectory is None
         assert (tmp_path / rows[0].trajectory).read_text() == '{"kind":"episode"}\n{}\n'
         assert list((tmp_path / "trajectories").glob("*.partial")) == []

@@ -19,7 +19,8 @@ def test_a_snapshot_keeps_the_digest_and_outlives_the_original(venti: Path,
     shutil.rmtree(venti.parent)  # the copy needs nothing of the original folder
     copy = load_snapshot(tmp_path / "snap")
     assert copy.digest == artifact.digest
-    assert copy.prompt_text(copy.doc.router.prompt) == artifact.prompt_text(artifact.doc.router.prompt)
+    router = artifact.prompt_text(artifact.doc.router.prompt)
+    assert copy.prompt_text(copy.doc.router.prompt) == router
 
 
 def test_hook_scripts_and_skill_folders_travel_with_their_modes(tmp_path: Path) -> None:
