@@ -1,7 +1,8 @@
 """Eval throughput and the cost of recording, with the scripted engine, in one run.
 
 Runs the example suite (eval/examples/terminal, 8 tasks, 2 epochs) through the full harness
-against the scripted engine (terminal-script.toml), each time into a fresh run folder:
+against the scripted engine (terminal-script.toml, served by ``mol engine scripted`` in a
+process of its own, as a real engine would be), each time into a fresh run folder:
 
 - ``-j 1`` with recording (the default), ``-j 1`` with recording off (``--no-record``),
   and ``-j 4`` with recording, in rounds whose order alternates so load that comes and
@@ -21,11 +22,16 @@ Targets: recording adds at most 5%; ``-j 4`` runs at least 2x the episodes per m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -37,7 +43,7 @@ EPOCHS = 2
 """Epochs per run: 16 episodes, so that -j 4 is not measured on one short tail."""
 
 
-async def timed_run(artifact, engine, jobs: int, record: bool) -> tuple[float, Path, int]:
+async def timed_run(artifact, engine: str, jobs: int, record: bool) -> tuple[float, Path, int]:
     """Seconds one whole run of the suite took, its folder and its episode count."""
     from mol.eval.progress import Progress
     from mol.eval.runner import RunOptions, run_suite
@@ -45,7 +51,7 @@ async def timed_run(artifact, engine, jobs: int, record: bool) -> tuple[float, P
 
     out = Path(tempfile.mkdtemp(prefix="mol-eval-bench-")) / "run"
     options = RunOptions(EXAMPLES / "terminal", artifact, out, jobs=jobs, epochs=EPOCHS,
-                         engine_url=engine.base_url, record=record)
+                         engine_url=engine, record=record)
     started = time.perf_counter()
     await run_suite(options, progress=Progress(0, quiet=True))
     elapsed = time.perf_counter() - started
@@ -77,14 +83,32 @@ def recording_cpu(run: Path, artifact) -> tuple[float, float]:
     return spent / len(episodes), statistics.mean(e.wall_sec for e in episodes)
 
 
+@contextlib.contextmanager
+def scripted_engine() -> Iterator[str]:
+    """``mol engine scripted`` serving the example script in a process of its own (as a
+    real engine is); yields its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mol.runtime", "engine", "scripted", "--script",
+         str(EXAMPLES / "terminal-script.toml"), "--port", "0", "-q"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"http://\S+/v1", line)
+        assert found, line
+        yield found.group(0)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 async def main(rounds: int) -> dict:
     from mol.hcp.loader import load
-    from mol.runtime.testing import ScriptedEngine
 
     artifact = load(EXAMPLES / "terminal-hcp.toml")
     configs = [(1, True), (1, False), (4, True)]
     times: dict[tuple[int, bool], list[float]] = {config: [] for config in configs}
-    async with ScriptedEngine.serve(EXAMPLES / "terminal-script.toml") as engine:
+    with scripted_engine() as engine:
         _, warm, episodes = await timed_run(artifact, engine, 4, True)  # images, litellm
         for index in range(rounds):
             order = configs if index % 2 == 0 else configs[::-1]

@@ -201,4 +201,7 @@ async def _engine(options: RunOptions, stack: AsyncExitStack) -> Any:
 
         await stack.enter_async_context(ensure_local_engine(
             artifact, api_base=options.engine_url or os.environ.get("MOL_ENGINE_URL")))
-    return LiteLLMEngine.from_artifact(artifact, options.engine_url)
+    engine = LiteLLMEngine.from_artifact(artifact, options.engine_url)
+    # Importing litellm takes seconds: in a worker thread it does not stall the episodes.
+    await anyio.to_thread.run_sync(engine.load)
+    return engine

@@ -176,6 +176,12 @@ class LiteLLMEngine:
             max_retries=config.max_retries,
         )
 
+    def load(self) -> None:
+        """Import litellm now (it takes seconds) rather than at the first request; blocking,
+        so callers with an event loop run it in a worker thread."""
+        if self._litellm is None:
+            self._litellm = _import_litellm()
+
     def model_id(self, adapter: str) -> str:
         """litellm model id of an adapter."""
         return self.model_prefix + adapter
@@ -191,8 +197,7 @@ class LiteLLMEngine:
         on_delta: OnDelta | None = None,
     ) -> Completion:
         """Ask ``adapter`` for a reply, retrying transient failures with backoff."""
-        if self._litellm is None:
-            self._litellm = _import_litellm()
+        self.load()
         kwargs = self._request(adapter, messages, tools, params, choices)
         attempt = 0
         while True:
