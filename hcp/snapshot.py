@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mol.hcp.changes import to_toml
+from mol.hcp.changes import toml_text
 from mol.hcp.files import map_refs
 from mol.hcp.loader import Artifact, load
 
@@ -37,8 +37,7 @@ def entries(artifact: Artifact) -> list[Entry]:
         else:
             out.append((name, source.read_bytes(), source.stat().st_mode & 0o777))
     raw = map_refs(artifact.raw, lambda ref: names.get(ref, ref))
-    copy = Artifact(doc=artifact.doc, raw=raw, base_dir=artifact.base_dir)
-    return [(TOML, to_toml(copy).encode("utf-8"), 0o644), *out]
+    return [(TOML, toml_text(raw).encode("utf-8"), 0o644), *out]
 
 
 def folder_entries(folder: Path, prefix: str = "") -> list[Entry]:

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from mol.eval.progress import Progress
 from mol.eval.store import Episode
+
+from .conftest import PASS, hcp_text, write_task
 
 
 def finished(progress: Progress, outcome: str, reward: float | None = None) -> None:
@@ -40,3 +48,35 @@ def test_a_terminal_gets_one_line_redrawn_in_place() -> None:
     assert text.rstrip("\n").rsplit("\r\033[K", 1)[-1].startswith(
         "[eval] 2/2 done, 1 passed, 1 failed, 0 errors,")
     assert text.endswith("ETA 0m00s\n")
+
+
+@pytest.mark.docker
+def test_at_a_terminal_the_progress_is_one_line_redrawn(tmp_path: Path) -> None:
+    import pty  # a real terminal for the child
+
+    for n in range(2):
+        write_task(tmp_path / "suite", f"t{n}", test=PASS, solve="true")
+    hcp = tmp_path / "mol.toml"
+    hcp.write_text(hcp_text())
+    parent, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mol.runtime", "eval", "run", str(tmp_path / "suite"), "--hcp",
+         str(hcp), "--agent", "oracle", "--out", str(tmp_path / "run")],
+        stdin=child, stdout=subprocess.PIPE, stderr=child, close_fds=True)
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(parent, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = process.communicate(timeout=120)
+    os.close(parent)
+    assert process.returncode == 0
+    text = seen.decode()
+    assert "\r\x1b[K[eval] 2/2 done, 2 passed, 0 failed, 0 errors," in text
+    assert "[eval] t0 #1: pass" not in text  # no plain per-episode lines at a terminal
+    assert b"pass rate 100.0% (2/2)" in out

@@ -101,3 +101,4 @@ def test_sigkill_mid_run_then_rerun_finishes_only_the_missing_episodes(tmp_path:
     left = [c for c in docker.list_containers(LABEL)
             if f"/{first.pid}/" in c.get("Labels", {}).get(OWNER, "")]
     assert left == []
+
