@@ -7,7 +7,8 @@ task folder, the HCP snapshot and the engine are reachable.
 
 - The sandbox is the HCP's ``[sandbox]`` with the task's image, its working folder, its
   ``[environment]`` cpus, memory and storage where given, network only if the task allows
-  the internet, and ``/tests``, ``/logs`` and ``/solution`` as extra writable folders.
+  the internet, and ``/tests`` and ``/logs`` (and ``/solution`` for the oracle) as extra
+  writable folders.
 - ``agent = "mol"``: the instruction is one user turn through the full harness (routed,
   or pinned to ``adapter``), whose terminal and file tools use this sandbox.
   ``agent = "oracle"``: ``solution/solve.sh`` runs instead.
@@ -129,7 +130,8 @@ async def _episode(task: Task, artifact: Any, result: Episode, recorder: Recorde
         info = await docker.call(docker.inspect_image, image, what=f"inspect image {image}")
         workdir = (info.get("Config") or {}).get("WorkingDir") or None
     config = sandbox_config(artifact.doc.sandbox, task, image, workdir)
-    async with Sandbox(config, session_id=f"eval-{task.name}-{result.epoch}", mounts=MOUNTS,
+    mounts = (*MOUNTS, "/solution") if result.agent == "oracle" else MOUNTS
+    async with Sandbox(config, session_id=f"eval-{task.name}-{result.epoch}", mounts=mounts,
                        seed=task.environment is not None) as raw:
         sandbox: Any = raw if recorder is None else RecordingSandbox(raw, recorder)
         if result.agent == "oracle":

@@ -20,8 +20,9 @@ from typing import Any
 from mol.eval.tasks import Task
 from mol.hcp.snapshot import folder_entries
 
-MOUNTS = ("/tests", "/logs", "/solution")
-"""Folders an eval sandbox has besides the workspace (tmpfs, owned by the sandbox user)."""
+MOUNTS = ("/tests", "/logs")
+"""Folders an eval sandbox has besides the workspace (tmpfs, owned by the sandbox user);
+an oracle episode also gets ``/solution``."""
 
 CLEAN_ENV = ("env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
              "HOME=/tmp LANG=C.UTF-8 TERM=dumb")
