@@ -6,7 +6,7 @@ dropped a subpackage from the wheel without anyone noticing.
 
 from setuptools import find_packages, setup
 
-ROOTS = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui")
+ROOTS = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui", "eval")
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}
@@ -23,6 +23,7 @@ setup(
         "mol.skills": ["**/*"],
         "mol.sandboxes": ["**/*.sh"],
         "mol.genui": ["node/*.json", "node/*.mjs", "node/*.js", "stubs/*", "examples/*"],
+        "mol.eval": ["examples/**/*"],
     },
     include_package_data=True,
 )

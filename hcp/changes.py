@@ -130,7 +130,12 @@ def to_toml(artifact: Artifact, out_dir: Path | None = None) -> str:
     doc = artifact.raw
     if out_dir is not None:
         doc = hcp_files.rebase(doc, artifact.base_dir, out_dir)
-    # schema_version, name and parent first: they say what the document is.
+    return toml_text(doc)
+
+
+def toml_text(doc: dict) -> str:
+    """A document as TOML, ``schema_version``, ``name`` and ``parent`` first (they say
+    what the document is)."""
     head = {k: doc[k] for k in ("schema_version", "name", "parent") if k in doc}
     rest = {k: v for k, v in doc.items() if k not in head}
     return tomli_w.dumps({**head, **rest})

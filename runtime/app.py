@@ -51,17 +51,22 @@ async def open_runtime(
     plugins: Any = None,
     engine: Any = None,
     elicit: Any = None,
+    resources: Any = None,
+    tool_wrapper: Any = None,
+    call_ids: Any = None,
 ) -> AsyncIterator[Harness]:
     """A ready harness for ``artifact``; closes every resource it opened on exit.
 
-    What the caller's block raises comes out as raised, not wrapped in the
-    exception groups of the background task groups. ``elicit`` answers MCP
-    servers' requests for input (``ToolContext.elicit``'s shape); without it
-    they are declined.
+    What the caller's block raises comes out as raised, not wrapped in the exception
+    groups of the background task groups. ``elicit`` answers MCP servers' requests for
+    input (``ToolContext.elicit``'s shape); without it they are declined. ``resources``
+    (a ``Resources``) may come pre-seeded, e.g. with the sandbox an eval episode owns;
+    ``tool_wrapper`` and ``call_ids`` go to the ``Harness``.
     """
+    extra = {"resources": resources, "tool_wrapper": tool_wrapper, "call_ids": call_ids}
     try:
         async with _opened(artifact, engine_url, conversation, approve, checkpoint, plugins,
-                           engine, elicit) as harness:
+                           engine, elicit, extra) as harness:
             yield harness
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
@@ -75,7 +80,7 @@ async def open_runtime(
 @asynccontextmanager
 async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
                   approve: Any, checkpoint: Any, plugins: Any,
-                  engine: Any, elicit: Any) -> AsyncIterator[Harness]:
+                  engine: Any, elicit: Any, extra: dict[str, Any]) -> AsyncIterator[Harness]:
     async with AsyncExitStack() as stack:
         background = await stack.enter_async_context(anyio.create_task_group())
         background.start_soon(_collect_orphan_sandboxes)
@@ -109,7 +114,7 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
             pool = await stack.enter_async_context(SandboxPool(artifact.doc.sandbox))
         harness = Harness(artifact, engine=engine, engine_url=engine_url, plugins=plugins,
                           toolsets=toolsets, conversation=conversation, approve=approve,
-                          checkpoint=checkpoint, sandbox_pool=pool)
+                          checkpoint=checkpoint, sandbox_pool=pool, **extra)
         for toolset in toolsets:
             toolset.engine = harness.engine  # MCP sampling answers through the turn's engine
         await stack.enter_async_context(harness)

@@ -151,6 +151,12 @@ class LiteLLMEngine:
             names={name: artifact.doc.engine_name(name) for name in artifact.doc.adapters},
         )
 
+    def load(self) -> None:
+        """Import litellm now (it takes seconds) rather than at the first request; blocking,
+        so callers with an event loop run it in a worker thread."""
+        if self._litellm is None:
+            self._litellm = _import_litellm()
+
     def model_id(self, adapter: str) -> str:
         """litellm model id of an adapter: the prefix and the engine's name of its LoRA."""
         return self.model_prefix + self.names.get(adapter, adapter)
@@ -167,8 +173,7 @@ class LiteLLMEngine:
         extra: dict[str, Any] | None = None,
     ) -> Completion:
         """Ask ``adapter`` for a reply, retrying transient failures with backoff."""
-        if self._litellm is None:
-            self._litellm = _import_litellm()
+        self.load()
         kwargs = self._request(adapter, messages, tools, params, choices, extra)
         attempt = 0
         while True:

@@ -35,7 +35,9 @@ keep their cause (``raise ... from exc``)::
     │   └── GenUISetupError         the npm toolchain is missing: run ``mol genui setup``
     ├── SessionError              the session store failed
     │   └── SessionNotFound         no session or response with that id
-    └── ServerError               the HTTP server cannot start as configured
+    ├── ServerError               the HTTP server cannot start as configured
+    └── EvalError                 an eval run cannot proceed (mol.eval): its results store
+        └── TaskError               a task folder or suite is invalid (exit 2)
 
 Three kinds of failure are kept apart: a tool failure becomes text the model
 reads (never an exception here); a protocol error passes through unchanged; a
@@ -242,5 +244,15 @@ class SessionNotFound(SessionError):
 
 class ServerError(MolError):
     """The HTTP server cannot start with the given configuration."""
+
+    exit_code = 2
+
+
+class EvalError(MolError):
+    """An eval run cannot proceed: its results store or a trajectory is unreadable."""
+
+
+class TaskError(EvalError):
+    """A task folder (``task.toml``, ``instruction.md``, ``tests/``) or a suite is invalid."""
 
     exit_code = 2

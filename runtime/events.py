@@ -147,6 +147,8 @@ class HookDecided(Event):
     reason: str = ""
     event: str = "PreToolUse"
     """The hook event: ``PreToolUse``, ``UserPromptSubmit``, ``Stop``..."""
+    call_id: str = ""
+    """The mol-issued id of the tool call the hook decided on."""
     type: str = _kind("hook")
 
 

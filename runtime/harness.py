@@ -31,11 +31,14 @@ from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
 from mol.runtime.summary import summarize
 from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
-from mol.runtime.views import Conversation, TurnRecord, adapter_of_call
+from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_call_id
 
 log = logging.getLogger("mol.harness")
 
 Checkpoint = Callable[[Conversation, TurnRecord], Awaitable[None]]
+ToolWrapper = Callable[[str, dict[str, Tool]], dict[str, Tool]]
+"""``wrap(adapter, tools) -> tools``: replaces the tools an adapter gets before policy (recording
+an episode wraps each tool's ``call``; replaying one serves recorded results)."""
 
 
 @dataclass
@@ -73,6 +76,8 @@ class Harness:
         resources: Resources | None = None,
         sandbox_pool: Any = None,
         session_started: bool = False,
+        tool_wrapper: ToolWrapper | None = None,
+        call_ids: Callable[[str], str] | None = None,
     ) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
@@ -93,6 +98,10 @@ class Harness:
         self._started = session_started
         """Whether ``SessionStart`` has run (the server's later requests of a conversation
         pass True: the session goes on in the same server)."""
+        self.tool_wrapper = tool_wrapper
+        self.call_ids = call_ids
+        """Issues tool call ids (``call_<adapter>_<hex>``); random ones when None. An eval
+        episode numbers them, so that running it twice records the same bytes."""
 
     async def __aenter__(self) -> Harness:
         return self
@@ -114,7 +123,7 @@ class Harness:
                 if other is not tool:
                     raise ToolError(f"tool {tool.name!r} is offered by both {other.source} and "
                                     f"{tool.source}; rename or disable one of them")
-        return tools
+        return tools if self.tool_wrapper is None else self.tool_wrapper(adapter, tools)
 
     async def tools_for(self, adapter: str) -> dict[str, Tool]:
         """The tools ``adapter`` may see and call, by its policy."""
@@ -324,7 +333,8 @@ class Harness:
             emit=emit, commit=commit, plugin_hook=self.plugins.hook,
             hook_sets=[s for s in self.hook_sets if s.applies(adapter)],
             approve=self.approve, stream=stream and review is None,
-            review=review.answer if review is not None else None, overrides=dict(params or {}))
+            review=review.answer if review is not None else None, overrides=dict(params or {}),
+            new_id=self.call_ids or new_call_id)
 
     async def _refused(self, result: TurnResult, text: str, reason: str,
                        emit: Callable[[ev.Event], Awaitable[None]]) -> TurnResult:

@@ -59,7 +59,7 @@ def base_payload(event: str, session_id: str, **fields: Any) -> dict[str, Any]:
 
 async def fire(sets: list[HookSet], event: str, payload: dict[str, Any], emit: Emit,
                subject: str | None = None, adapter: str | None = None,
-               tool: str = "") -> Verdict:
+               tool: str = "", call_id: str = "") -> Verdict:
     """Run ``event``'s hooks and emit their decisions; a block the event cannot take (see
     ``BLOCKABLE`` and ``FAIL_CLOSED``) is emptied and reported as ``ignored``."""
     if not any(getattr(s.hooks, event) for s in sets if s.applies(adapter)):
@@ -70,7 +70,7 @@ async def fire(sets: list[HookSet], event: str, payload: dict[str, Any], emit: E
         verdict.decisions[-1] = (verdict.decisions[-1][0], "ignored", verdict.blocked)
         verdict.blocked = None
     for hook, decision, reason in verdict.decisions:
-        await emit(ev.HookDecided(hook, tool, decision, reason, event=event))
+        await emit(ev.HookDecided(hook, tool, decision, reason, event=event, call_id=call_id))
     return verdict
 
 

@@ -78,6 +78,8 @@ class LoopEnv:
     it. The GenUI repair rounds (``mol.genui.review``) use it."""
     overrides: dict[str, Any] = field(default_factory=dict)
     """The client's sampling parameters for this turn (``answer_params``)."""
+    new_id: Callable[[str], str] = new_call_id
+    """Issues the mol id of a tool call (random unless the harness was given ``call_ids``)."""
 
 
 FIRST_STEP_ONLY = ("tool_choice",)
@@ -130,7 +132,7 @@ async def run(env: LoopEnv, view: list[dict[str, Any]], pending: list[dict[str, 
         outcome.tokens += completion.usage.prompt_tokens + completion.usage.completion_tokens
         # Calls come sorted by stream index; keep the ids already streamed to the client.
         given = [streamed_ids[index] for index in sorted(streamed_ids)]
-        calls = [(given[k] if k < len(given) else new_call_id(env.adapter), call)
+        calls = [(given[k] if k < len(given) else env.new_id(env.adapter), call)
                  for k, call in enumerate(completion.tool_calls)]
         message = _assistant_message(env, completion, calls)
         if not calls:
@@ -229,7 +231,7 @@ async def _ask(env: LoopEnv, messages: list[dict[str, Any]], specs: list[dict[st
             return
         first = delta.tool_index not in ids
         if first:
-            ids[delta.tool_index] = new_call_id(env.adapter)
+            ids[delta.tool_index] = env.new_id(env.adapter)
             if delta.tool_name in env.client_tools and delta.tool_name not in env.tools:
                 client_index[delta.tool_index] = len(client_index)
         if delta.tool_index in client_index:  # the client will run it: stream it as it comes
@@ -287,6 +289,8 @@ async def _guarded(env: LoopEnv, call_id: str, call: ToolCall) -> ToolResult:
     except ValueError as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
     info = ToolCallInfo(call.name, arguments, call_id, env.adapter)
+    # The call's own context: hooks and the tool see which call they serve.
+    env = dataclasses.replace(env, context=dataclasses.replace(env.context, call_id=call_id))
     verdict = await _before(env, info)
     if verdict.blocked is not None:
         return ToolResult(f"Error: the call was blocked: {verdict.blocked}", is_error=True)
@@ -298,7 +302,7 @@ async def _guarded(env: LoopEnv, call_id: str, call: ToolCall) -> ToolResult:
             reason = ("it needs approval and nobody can approve in this session"
                       if env.approve is None else "the user did not approve it")
             return ToolResult(f"Error: {call.name} was not run: {reason}.", is_error=True)
-    result = await run_tool(tool, info.arguments, dataclasses.replace(env.context, call_id=call_id))
+    result = await run_tool(tool, info.arguments, env.context)
     return await _after(env, info, result)
 
 
@@ -317,11 +321,13 @@ async def _before(env: LoopEnv, info: ToolCallInfo) -> Verdict:
             if verdict.arguments is not None:
                 info = ToolCallInfo(info.name, verdict.arguments, info.call_id, info.adapter)
     for hook, decision, reason in verdict.decisions:
-        await env.emit(ev.HookDecided(hook, info.name, decision, reason))
+        await env.emit(ev.HookDecided(hook, info.name, decision, reason,
+                                      call_id=info.call_id))
     if verdict.blocked is None:
         command = await lifecycle.fire(env.hook_sets, "PreToolUse",
                                        _tool_payload(env, "PreToolUse", info), env.emit,
-                                       subject=info.name, adapter=env.adapter, tool=info.name)
+                                       subject=info.name, adapter=env.adapter, tool=info.name,
+                                       call_id=info.call_id)
         verdict.blocked = command.blocked
         verdict.arguments = command.arguments or verdict.arguments
         verdict.approved = verdict.approved or command.approved
@@ -339,7 +345,7 @@ async def _after(env: LoopEnv, info: ToolCallInfo, result: ToolResult) -> ToolRe
     verdict = await lifecycle.fire(env.hook_sets, "PostToolUse",
                                    _tool_payload(env, "PostToolUse", info, tool_response=response),
                                    env.emit, subject=info.name, adapter=env.adapter,
-                                   tool=info.name)
+                                   tool=info.name, call_id=info.call_id)
     if verdict.blocked is not None:
         return ToolResult(f"Error: the result was withheld by a hook: {verdict.blocked}",
                           is_error=True)

@@ -127,8 +127,8 @@ def image_exists(name: str) -> bool:
 
 
 def read_image_file(image: str, path: str, limit: int = 1 << 20) -> bytes | None:
-    """A tar archive of one small file of an image (e.g. ``/etc/passwd``), read from a
-    never-started container; ``None`` when the image has no such file."""
+    """A tar archive of a file or folder of an image (``/etc/passwd``, a task's working
+    folder), read from a never-started container; ``None`` when the image has no such path."""
     api = client().api
     container = api.create_container(image, command=["true"], network_disabled=True)["Id"]
     try:
@@ -149,6 +149,27 @@ def import_image(chunks: Iterable[bytes], tag: str, changes: list[str]) -> str:
     reply = client().api.import_image(src=iter(chunks), repository=repository, tag=version,
                                       changes=changes, stream_src=True)
     return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+def build_image(context: str, tag: str, *, labels: dict[str, str] | None = None,
+                progress: Callable[[str], None] = lambda line: None) -> str:
+    """Build ``context``'s Dockerfile as ``tag`` (base images must be local: nothing is
+    pulled); each line of the build log goes to ``progress``. Returns the image id."""
+    api = client().api
+    tail: list[str] = []
+    image_id = ""
+    for chunk in api.build(path=context, tag=tag, rm=True, forcerm=True, pull=False,
+                           decode=True, labels=labels or {}):
+        if "error" in chunk:
+            log = "\n".join(tail[-15:])
+            raise SandboxError(f"building image {tag} failed: {str(chunk['error']).strip()}"
+                               + (f"\n{log}" if log else ""))
+        image_id = (chunk.get("aux") or {}).get("ID", image_id)
+        for line in str(chunk.get("stream", "")).splitlines():
+            if line.strip():
+                tail = [*tail[-30:], line.rstrip()]
+                progress(line.rstrip())
+    return image_id or api.inspect_image(tag)["Id"]
 
 
 # -- containers -----------------------------------------------------------------------

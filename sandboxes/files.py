@@ -11,7 +11,9 @@ directions; one that stays inside is followed.
 
 from __future__ import annotations
 
+import base64
 import io
+import shlex
 import tarfile
 import time
 from collections.abc import Awaitable, Callable
@@ -98,18 +100,67 @@ async def locate(workspace: str, path: str, stat: Stat) -> Located:
 
 def pack(parts: list[str], data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
     """A tar archive creating the directories ``parts[:-1]`` and the file ``parts[-1]``."""
+    return pack_tree([("/".join(parts), data, mode)], uid=uid, gid=gid)
+
+
+def pack_tree(entries: list[tuple[str, bytes, int]], *, uid: int, gid: int) -> bytes:
+    """A tar archive of files ``(relative path, bytes, mode)``, with every folder they need,
+    all owned by ``uid:gid``."""
     buffer, now = io.BytesIO(), int(time.time())
+    folders = sorted({"/".join(path.split("/")[:depth]) for path, _, _ in entries
+                      for depth in range(1, path.count("/") + 1)})
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for depth in range(1, len(parts)):
-            folder = tarfile.TarInfo("/".join(parts[:depth]))
+        for name in folders:
+            folder = tarfile.TarInfo(name)
             folder.type, folder.mode, folder.uid, folder.gid = tarfile.DIRTYPE, 0o755, uid, gid
             folder.mtime = now
             archive.addfile(folder)
-        member = tarfile.TarInfo("/".join(parts))
-        member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
-        member.mtime = now
-        archive.addfile(member, io.BytesIO(data))
+        for path, data, mode in entries:
+            member = tarfile.TarInfo(path)
+            member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
+            member.mtime = now
+            archive.addfile(member, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def shell_upload(root: str, entries: list[tuple[str, bytes, int]]) -> str:
+    """A bash command writing files ``(path below root, bytes, mode)`` under ``root``:
+    ``base64 -d`` from here-documents, in a subshell that stops at the first failure."""
+    lines = ["(", "set -e"]
+    for path, data, mode in entries:
+        target = shlex.quote(f"{root.rstrip('/')}/{path}")
+        lines += [f"mkdir -p -- \"$(dirname -- {target})\"",
+                  f"base64 -d > {target} <<'__mol_upload__'",
+                  base64.encodebytes(data).decode("ascii") + "__mol_upload__",
+                  f"chmod {mode & 0o7777:o} {target}"]
+    lines.append(")")
+    return "\n".join(lines)
+
+
+def shell_untar(folder: str, archive: bytes) -> str:
+    """A bash command extracting a tar archive into ``folder`` (modes kept, owned by the
+    user running it)."""
+    return (f"base64 -d <<'__mol_upload__' | tar -x -p --no-same-owner -f - -C "
+            f"{shlex.quote(folder)}\n{base64.encodebytes(archive).decode('ascii')}"
+            "__mol_upload__")
+
+
+def rebase(archive: bytes, *, uid: int, gid: int) -> bytes:
+    """A ``get_archive`` tar of a folder, re-rooted to extract *into* a folder: the top
+    entry is dropped, the rest lose their first path component and belong to ``uid:gid``."""
+    out = io.BytesIO()
+    with (tarfile.open(fileobj=io.BytesIO(archive), mode="r") as source,
+          tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as target):
+        for member in source:
+            _, _, rest = member.name.partition("/")
+            if not rest:
+                continue
+            member.name, member.uid, member.gid, member.uname, member.gname = (
+                rest, uid, gid, "", "")
+            if member.islnk():
+                member.linkname = member.linkname.partition("/")[2]
+            target.addfile(member, source.extractfile(member) if member.isfile() else None)
+    return out.getvalue()
 
 
 def unpack(archive: bytes, path: str) -> bytes:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
 
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import SandboxError, ShellDied
+from mol.runtime.errors import PathEscape, SandboxError, ShellDied
 from mol.sandboxes import docker, files, owner
 from mol.sandboxes.shell import CONTROL_SCRIPT, SHELL_SCRIPT, CommandResult, Control, Shell
 from mol.sandboxes.stream import MuxSocket
@@ -43,9 +43,27 @@ MAX_FILE_BYTES = 64 << 20
 STARTUP_DEADLINE = 30.0
 """Seconds a new shell may take to answer its first command."""
 
+SHELL_UPLOAD_BYTES = 256 << 10
+"""Uploads up to this size are written through the shell rather than a Docker archive."""
 
-def hardening(config: SandboxConfig, *, uid: int, gid: int) -> dict[str, Any]:
-    """Container options enforcing ``config``'s limits (see docs/sandboxes.md)."""
+MAX_SEED_BYTES = 512 << 20
+"""Largest image folder copied into a new sandbox's workspace (``seed=True``)."""
+
+_seeds: dict[str, bytes] = {}
+"""Image id -> its workspace folder as a tar, for the few most recent images seeded."""
+
+
+def _volume(target: str, size: str, uid: int, gid: int) -> dict[str, Any]:
+    """A tmpfs-backed volume at ``target`` owned by the sandbox user (see docs/sandboxes.md)."""
+    return {"target": target, "driver_opts": {
+        "type": "tmpfs", "device": "tmpfs",
+        "o": f"size={size},uid={uid},gid={gid},mode=0755,nosuid,nodev"}}
+
+
+def hardening(config: SandboxConfig, *, uid: int, gid: int,
+              mounts: Sequence[str] = ()) -> dict[str, Any]:
+    """Container options enforcing ``config``'s limits (see docs/sandboxes.md); each of
+    ``mounts`` is one more writable folder, a tmpfs of ``tmp_size``."""
     options: dict[str, Any] = {
         "user": f"{uid}:{gid}",
         "network_mode": config.network,
@@ -61,9 +79,8 @@ def hardening(config: SandboxConfig, *, uid: int, gid: int) -> dict[str, Any]:
         "shm_size": "64m",
         "ipc_mode": "private",
         "log_config": {"type": "none"},  # output never piles up in the engine's log files
-        "volume_mounts": [{"target": config.workspace, "driver_opts": {
-            "type": "tmpfs", "device": "tmpfs",
-            "o": f"size={config.workspace_size},uid={uid},gid={gid},mode=0755,nosuid,nodev"}}],
+        "volume_mounts": [_volume(config.workspace, config.workspace_size, uid, gid),
+                          *(_volume(target, config.tmp_size, uid, gid) for target in mounts)],
     }
     if config.runtime:
         options["runtime"] = config.runtime
@@ -71,11 +88,19 @@ def hardening(config: SandboxConfig, *, uid: int, gid: int) -> dict[str, Any]:
 
 
 class Sandbox:
-    """A running sandbox container with its control shell and command shell."""
+    """A running sandbox container with its control shell and command shell.
 
-    def __init__(self, config: SandboxConfig | None = None, *, session_id: str = "") -> None:
+    ``mounts``: more writable folders besides the workspace and ``/tmp`` (an eval task's
+    ``/tests`` and ``/logs``). ``seed``: copy what the image holds at the workspace path
+    into the workspace (the workspace volume hides it otherwise).
+    """
+
+    def __init__(self, config: SandboxConfig | None = None, *, session_id: str = "",
+                 mounts: Sequence[str] = (), seed: bool = False) -> None:
         self.config = config or SandboxConfig()
         self.session_id = session_id
+        self.mounts = tuple(mounts)
+        self.seed = seed
         self.id = ""
         """The container id (empty until started)."""
         self.uid = self.gid = 0
@@ -115,6 +140,8 @@ class Sandbox:
             with anyio.fail_after(STARTUP_DEADLINE):
                 await self._control.handshake()
             await self._new_shell()
+            if self.seed:
+                await self._seed(image["Id"])
         except BaseException as exc:
             await self.close()
             if isinstance(exc, ShellDied | TimeoutError):
@@ -132,8 +159,28 @@ class Sandbox:
             "environment": ENVIRONMENT,
             "hostname": "sandbox",
             "labels": owner.labels(self.session_id),
-            **hardening(self.config, uid=self.uid, gid=self.gid),
+            **hardening(self.config, uid=self.uid, gid=self.gid, mounts=self.mounts),
         }
+
+    async def _seed(self, image_id: str) -> None:
+        """Copy the image's workspace folder into the workspace volume, owned by the user."""
+        if image_id not in _seeds:
+            archive = await docker.call(docker.read_image_file, image_id, self.workspace,
+                                        MAX_SEED_BYTES, what="read the image's workspace")
+            while len(_seeds) >= 8:
+                _seeds.pop(next(iter(_seeds)))
+            _seeds[image_id] = archive or b""
+        if not _seeds[image_id]:
+            return
+        archive = files.rebase(_seeds[image_id], uid=self.uid, gid=self.gid)
+        if len(archive) <= 4 * SHELL_UPLOAD_BYTES:
+            # As for uploads: a small tree goes faster through the shell's tar than through
+            # Docker's archive API; an image without base64 or tar falls back to the latter.
+            result = await self.run(files.shell_untar(self.workspace, archive), timeout=120)
+            if result.exit_code == 0:
+                return
+        await docker.call(docker.put_archive, self.id, self.workspace, archive,
+                          what="seed the workspace")
 
     async def _new_shell(self) -> None:
         try:
@@ -233,6 +280,26 @@ class Sandbox:
         await docker.call(docker.put_archive, self.id, folder or "/", archive,
                           what=f"write {path}")
         return f"{folder}/{'/'.join(parts)}"
+
+    async def upload(self, folder: str, entries: Iterable[tuple[str, bytes, int]]) -> None:
+        """Put files ``(path relative to folder, bytes, mode)`` into ``folder``: the workspace,
+        one of the ``mounts``, or a folder inside one (created as needed)."""
+        root = next((r for r in (self.workspace, *self.mounts) if files.inside(r, folder)), None)
+        if root is None:
+            raise PathEscape(f"{folder}: not inside the workspace or a mount of the sandbox")
+        prefix = files.confine(root, folder)
+        items = [("/".join([*prefix, *files.confine(root, relative)]), data, mode)
+                 for relative, data, mode in entries]
+        if sum(len(data) for _, data, _ in items) <= SHELL_UPLOAD_BYTES:
+            # Docker unpacks every archive in a process of its own (~0.1 s); a few small
+            # files go through the shell in a millisecond.
+            result = await self.run(files.shell_upload(root, items), timeout=60)
+            if result.exit_code != 0:
+                raise SandboxError(f"cannot upload files to {folder}: {result.output[-500:]}")
+            return
+        await docker.call(docker.put_archive, self.id, root,
+                          files.pack_tree(items, uid=self.uid, gid=self.gid),
+                          what=f"upload files to {folder}")
 
     async def list_dir(self, path: str = ".") -> CommandResult:
         """``ls -la`` of a folder in the workspace."""

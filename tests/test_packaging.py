@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_FOLDERS = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui")
+CODE_FOLDERS = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui", "eval")
 
 
 def test_wheel_contains_every_subpackage_and_data_file(tmp_path):

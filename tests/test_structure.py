@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui")
+CODE = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui", "eval")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 

@@ -1,0 +1,3 @@
+# TODO make this faster
+def slow():
+    pass

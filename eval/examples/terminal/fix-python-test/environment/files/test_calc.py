@@ -1,0 +1,16 @@
+import unittest
+
+from calc import add, mul
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+        self.assertEqual(add(-1, 1), 0)
+
+    def test_mul(self):
+        self.assertEqual(mul(4, 5), 20)
+
+
+if __name__ == "__main__":
+    unittest.main()

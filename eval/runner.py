@@ -1,0 +1,207 @@
+"""Run a suite: the episodes still missing from the store, ``jobs`` at a time.
+
+A run folder is a run of one HCP (by digest), one agent and one adapter pin. Rerunning
+into it skips the episodes already stored (``redo`` reruns them all, ``retry_errors``
+only the errors, and an episode whose task folder changed since is rerun). Each episode's
+result is written the moment it finishes, so a killed run loses only the ones in flight;
+sandboxes a killed run left behind are removed when the next run starts. Task images are
+built (or found) before the first episode starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mol.eval.episode import AGENTS, run_episode
+from mol.eval.images import ensure_image
+from mol.eval.progress import Progress, ticking
+from mol.eval.store import Episode, Store
+from mol.eval.tasks import Task, load_suite
+from mol.runtime import __version__
+from mol.runtime.errors import MolError, UsageError
+
+SNAPSHOT = "hcp"
+"""The run folder's copy of the HCP it ran under (``mol.hcp.snapshot``)."""
+
+
+@dataclass
+class RunOptions:
+    """What ``mol eval run`` was asked to do."""
+
+    suite: Path
+    artifact: Any
+    out: Path | None = None
+    jobs: int = 1
+    epochs: int = 1
+    tasks: str | None = None
+    agent: str = "mol"
+    adapter: str | None = None
+    engine_url: str | None = None
+    redo: bool = False
+    retry_errors: bool = False
+    record: bool = True
+
+
+def state_dir() -> Path:
+    """Where runs go without ``--out``: ``$XDG_STATE_HOME/mol/eval`` (``~/.local/state``)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "mol" / "eval"
+
+
+def default_out(options: RunOptions) -> Path:
+    """``SUITE-AGENT[-ADAPTER]-DIGEST`` under the state dir: the same command, the same run."""
+    pin = f"-{options.adapter}" if options.adapter else ""
+    name = f"{options.suite.resolve().name}-{options.agent}{pin}-{options.artifact.digest[7:19]}"
+    return state_dir() / name
+
+
+def check(options: RunOptions, tasks: list[Task]) -> None:
+    """Refuse what cannot run, before anything starts."""
+    if options.agent not in AGENTS:
+        raise UsageError(f"--agent {options.agent!r}: use one of {', '.join(AGENTS)}")
+    if options.jobs < 1 or options.epochs < 1:
+        raise UsageError("-j and --epochs take a positive number")
+    if options.adapter is not None:
+        try:
+            options.artifact.doc.adapter(options.adapter)
+        except (AttributeError, KeyError):
+            raise UsageError(f"--adapter {options.adapter!r}: the HCP has no such adapter") \
+                from None
+    if options.agent == "oracle":
+        missing = [task.name for task in tasks if task.solution is None]
+        if missing:
+            raise UsageError(f"--agent oracle needs solution/solve.sh; missing in: "
+                             f"{', '.join(missing)}")
+
+
+def pending(tasks: list[Task], epochs: int, stored: dict[tuple[str, int], Episode],
+            options: RunOptions) -> list[tuple[Task, int]]:
+    """The (task, epoch) pairs this run still has to do, epoch by epoch."""
+    todo = []
+    for epoch in range(1, epochs + 1):
+        for task in tasks:
+            done = stored.get((task.name, epoch))
+            if (done is None or options.redo or done.task_digest != task.digest
+                    or (options.retry_errors and done.outcome == "error")):
+                todo.append((task, epoch))
+    return todo
+
+
+async def run_suite(options: RunOptions, *, progress: Progress | None = None,
+                    on_episode: Callable[[Episode], None] | None = None) -> Path:
+    """Run the missing episodes of ``options.suite``; returns the run folder."""
+    from mol.hcp import snapshot
+
+    tasks = load_suite(options.suite, options.tasks)
+    check(options, tasks)
+    artifact = options.artifact
+    out = options.out or default_out(options)
+    with Store(out) as store:
+        store.claim({"hcp_digest": artifact.digest, "agent": options.agent,
+                     "adapter": options.adapter or ""},
+                    {"suite": str(options.suite.resolve()), "hcp_name": artifact.name,
+                     "created": time.time(), "mol_version": __version__})
+        if not (out / SNAPSHOT / snapshot.TOML).is_file():
+            snapshot.write(artifact, out / SNAPSHOT)
+        stored = {(e.task, e.epoch): e for e in store.episodes()}
+        todo = pending(tasks, options.epochs, stored, options)
+        progress = progress or Progress(len(todo))
+        progress.total = len(todo)
+        for note in sorted({n for task in tasks for n in task.config.notes}):
+            progress.note(note)
+        progress.note(f"{len(todo)} episodes to run ({_count(len(tasks), 'task')} x "
+                      f"{_count(options.epochs, 'epoch')}, "
+                      f"{len(tasks) * options.epochs - len(todo)} stored) in {out}")
+        if todo:
+            await _run(options, todo, store, progress, on_episode)
+        progress.close()
+    return out
+
+
+def _count(number: int, word: str) -> str:
+    return f"{number} {word}{'s' * (number != 1)}"
+
+
+async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
+               progress: Progress, on_episode: Callable[[Episode], None] | None) -> None:
+    from mol.sandboxes.owner import gc_orphans
+
+    artifact = options.artifact
+    removed = await gc_orphans()
+    if removed:
+        progress.note(f"removed {len(removed)} sandbox(es) left by a run that died")
+    images = await _images(sorted({task.name: task for task, _ in todo}.values(),
+                                  key=lambda t: t.name), artifact, progress)
+    limiter = anyio.CapacityLimiter(options.jobs)
+
+    async def one(task: Task, epoch: int) -> None:
+        async with limiter:
+            image = images[task.name]
+            if isinstance(image, MolError):
+                episode = Episode(task.name, epoch, task.digest, artifact.digest, options.agent,
+                                  options.adapter or "", reason="build", error=str(image),
+                                  started=time.time(), finished=time.time(),
+                                  mol_version=__version__)
+            else:
+                episode = await run_episode(task, artifact, epoch=epoch, agent=options.agent,
+                                            adapter=options.adapter, image=image,
+                                            engine=engine, plugins=plugins,
+                                            record=options.record)
+            await store.aput(episode)
+        progress.finished(episode)
+        if on_episode is not None:
+            on_episode(episode)
+
+    async with AsyncExitStack() as stack:
+        engine = await _engine(options, stack)
+        plugins = None
+        if options.agent == "mol":
+            from mol.plugins.manager import PluginManager
+
+            plugins = PluginManager.for_artifact(artifact)  # one for all: ~0.1 s to load
+        async with anyio.create_task_group() as group:
+            if progress.live:
+                await group.start(ticking, progress)
+            async with anyio.create_task_group() as episodes:
+                for task, epoch in todo:
+                    episodes.start_soon(one, task, epoch)
+            group.cancel_scope.cancel()
+
+
+async def _images(tasks: list[Task], artifact: Any, progress: Progress) -> dict[str, Any]:
+    """Task name -> its image, or the ``MolError`` its build failed with."""
+    images: dict[str, Any] = {}
+    for task in tasks:
+        try:
+            images[task.name] = await ensure_image(task, artifact.doc.sandbox.image,
+                                                   progress.note)
+        except MolError as exc:
+            progress.note(f"task {task.name}: {exc}")
+            images[task.name] = exc
+    return images
+
+
+async def _engine(options: RunOptions, stack: AsyncExitStack) -> Any:
+    """The engine every episode shares (the embedded one started once, when the HCP asks)."""
+    if options.agent != "mol":
+        return None
+    from mol.runtime.engine import LiteLLMEngine
+
+    artifact = options.artifact
+    if artifact.doc.engine.kind == "local":
+        from mol.runtime.llamacpp.supervisor import ensure_local_engine
+
+        await stack.enter_async_context(ensure_local_engine(
+            artifact, api_base=options.engine_url or os.environ.get("MOL_ENGINE_URL")))
+    engine = LiteLLMEngine.from_artifact(artifact, options.engine_url)
+    # Importing litellm takes seconds: in a worker thread it does not stall the episodes.
+    await anyio.to_thread.run_sync(engine.load)
+    return engine

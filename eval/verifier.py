@@ -1,0 +1,124 @@
+"""The verifier: ``tests/test.sh`` run after the agent, in the same container.
+
+As in Harbor: ``/tests`` and ``/logs/verifier`` are emptied (so the agent cannot plant a
+reward), the task's ``tests/`` is uploaded to ``/tests``, and ``bash /tests/test.sh`` runs
+from the working folder with a clean environment, its output teed to
+``/logs/verifier/test-stdout.txt``, under ``[verifier] timeout_sec``. It writes a number
+to ``/logs/verifier/reward.txt`` or ``{"reward": N}`` (or one named number) to
+``reward.json``. A reward at or above the pass threshold (default 1) passes; below
+fails; a timeout, a crash without a reward or an unreadable reward is an ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from mol.eval.tasks import Task
+from mol.hcp.snapshot import folder_entries
+
+MOUNTS = ("/tests", "/logs")
+"""Folders an eval sandbox has besides the workspace (tmpfs, owned by the sandbox user);
+an oracle episode also gets ``/solution``."""
+
+CLEAN_ENV = ("env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "
+             "HOME=/tmp LANG=C.UTF-8 TERM=dumb")
+"""What the verifier's ``bash`` starts from: nothing the agent exported leaks into it."""
+
+_READ_REWARD = ("cd /logs/verifier && for f in reward.txt reward.json; do "
+                "[ -f \"$f\" ] && { printf '=== %s\\n' \"$f\"; head -c 4096 \"$f\"; echo; }; "
+                "done; true")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the verifier decided."""
+
+    outcome: str
+    """``pass``, ``fail`` or ``error``."""
+    reward: float | None = None
+    reason: str = ""
+    error: str = ""
+    exit_code: int | None = None
+    output: str = ""
+
+
+async def verify(sandbox: Any, task: Task) -> Verdict:
+    """Run ``task``'s verifier in ``sandbox`` (after the agent) and judge the reward."""
+    await sandbox.run("rm -rf /tests/* /tests/.[!.]* /logs/verifier; mkdir -p /logs/verifier "
+                      "/logs/agent", timeout=60)
+    await sandbox.upload("/tests", folder_entries(task.path / "tests"))
+    command = (f"cd {shlex.quote(sandbox.workspace)} && ( set -o pipefail; {CLEAN_ENV} bash "
+               "/tests/test.sh 2>&1 | tee /logs/verifier/test-stdout.txt )")
+    timeout = task.config.verifier_timeout
+    run = await sandbox.run(command, timeout=timeout)
+    tail = run.output[-2000:]
+    if run.timed_out:
+        return Verdict("error", None, "verifier", f"the verifier timed out after {timeout:g} s",
+                       None, tail)
+    found = await sandbox.run(_READ_REWARD, timeout=60)
+    try:
+        reward = parse_reward(found.output)
+    except ValueError as exc:
+        return Verdict("error", None, "verifier", str(exc), run.exit_code, tail)
+    if reward is None:
+        why = (f"the verifier crashed (exit {run.exit_code}) without writing a reward"
+               if run.exit_code else "the verifier wrote no reward (reward.txt or reward.json)")
+        return Verdict("error", None, "verifier", why, run.exit_code, tail)
+    threshold = task.config.pass_threshold
+    if reward >= threshold:
+        return Verdict("pass", reward, "", "", run.exit_code, tail)
+    return Verdict("fail", reward, "reward", f"reward {reward:g} < {threshold:g}",
+                   run.exit_code, tail)
+
+
+def parse_reward(listing: str) -> float | None:
+    """The reward from ``=== reward.txt`` / ``=== reward.json`` sections (txt wins);
+    ``None`` when there is neither; ``ValueError`` saying what is wrong with one."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in listing.splitlines():
+        if line.startswith("=== reward."):
+            current = line[4:]
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += line + "\n"
+    if "reward.txt" in sections:
+        text = sections["reward.txt"].strip()
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"reward.txt holds {text[:60]!r}, not a number") from None
+        return _finite(value, "reward.txt")
+    if "reward.json" in sections:
+        return _from_json(sections["reward.json"])
+    return None
+
+
+def _from_json(text: str) -> float:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"reward.json is not JSON ({exc.msg})") from None
+    if isinstance(value, dict):
+        numbers = {k: v for k, v in value.items()
+                   if isinstance(v, int | float) and not isinstance(v, bool)}
+        if "reward" in numbers:
+            value = numbers["reward"]
+        elif len(numbers) == 1:
+            value = next(iter(numbers.values()))
+        else:
+            raise ValueError(f"reward.json needs a 'reward' number (or exactly one number), "
+                             f"got keys {sorted(value)[:8]}")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"reward.json holds {type(value).__name__}, not a number")
+    return _finite(float(value), "reward.json")
+
+
+def _finite(value: float, where: str) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"{where} holds {value}, not a finite number")
+    return value

@@ -1,0 +1,143 @@
+"""``mol eval``: run task suites in sandboxes, replay recorded runs, show and compare them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mol.runtime.commands.common import add_hcp_argument, load_artifact
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``mol eval`` subcommands."""
+    sub = parser.add_subparsers(dest="eval_command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("run", help="run a suite's tasks in sandboxes and record every episode",
+                       description="Run every task of SUITE (a folder of Harbor-layout task "
+                       "folders) EPOCHS times: a fresh sandbox per episode, the instruction "
+                       "as a turn through the harness (or the oracle solution), then the "
+                       "verifier. Finished episodes already in --out are skipped.")
+    p.add_argument("suite", type=Path, help="folder of task folders (or one task folder)")
+    add_hcp_argument(p)
+    p.add_argument("--out", type=Path, metavar="DIR", help="the run folder (default: under "
+                   "~/.local/state/mol/eval, named by suite, agent and HCP digest)")
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="episodes run at once (default 1)")
+    p.add_argument("--epochs", type=int, default=1, metavar="K",
+                   help="runs of each task (default 1)")
+    p.add_argument("--tasks", metavar="GLOB", help="only the tasks whose name matches")
+    p.add_argument("--agent", default="mol", choices=("mol", "oracle"),
+                   help="mol: the harness answers; oracle: solution/solve.sh runs")
+    p.add_argument("--adapter", metavar="NAME", help="pin every turn to this adapter "
+                   "instead of routing it")
+    p.add_argument("--engine-url", help="engine base URL, overriding engine.api_base")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--redo", action="store_true", help="rerun finished episodes too")
+    again.add_argument("--retry-errors", action="store_true",
+                       help="rerun the episodes that ended in error")
+    p.add_argument("--no-record", action="store_true",
+                   help="keep no trajectories (nothing to replay; for timing the recording)")
+    p.add_argument("--json", action="store_true", help="print each episode as a JSON line, "
+                   "then the run's summary")
+    p.set_defaults(func=run)
+
+    p = sub.add_parser("replay", help="re-drive recorded episodes without model or Docker",
+                       description="Replay every recorded episode of RUN with the recorded "
+                       "engine replies and tool results, under the run's HCP or --hcp, and "
+                       "say per episode whether it stays identical or where it diverges.")
+    p.add_argument("run", type=Path, help="the run folder")
+    p.add_argument("--hcp", type=Path, help="replay under this HCP (default: the run's)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=replay)
+
+    p = sub.add_parser("show", help="a run's per-task table, pass rate and cost")
+    p.add_argument("run", type=Path, help="the run folder")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=show)
+
+    p = sub.add_parser("compare", help="two runs side by side, with a sign test")
+    p.add_argument("run_a", type=Path, help="the first (baseline) run folder")
+    p.add_argument("run_b", type=Path, help="the second run folder")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=compare)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, default=str), flush=True)
+
+
+def _episode_json(episode: Any) -> dict[str, Any]:
+    return {"type": "episode", **episode.row(), "reads": episode.reads}
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Run the suite; print the summary (or JSON lines)."""
+    from mol.eval.progress import Progress
+    from mol.eval.report import public, show_data, show_text
+    from mol.eval.runner import RunOptions, run_suite
+
+    options = RunOptions(args.suite, load_artifact(args.hcp), args.out, args.jobs,
+                         args.epochs, args.tasks, args.agent, args.adapter, args.engine_url,
+                         args.redo, args.retry_errors, not args.no_record)
+    progress = Progress(0, live=sys.stderr.isatty() and not args.json)
+    on_episode = (lambda e: _print_json(_episode_json(e))) if args.json else None
+    out = await run_suite(options, progress=progress, on_episode=on_episode)
+    data = show_data(out)
+    if args.json:
+        _print_json({"type": "summary", **public(data)})
+    else:
+        print(show_text(data))
+    return 0
+
+
+async def replay(args: argparse.Namespace) -> int:
+    """Replay a run; one line per episode (or JSON)."""
+    from mol.eval.replay import replay_run
+
+    artifact = load_artifact(args.hcp) if args.hcp else None
+    results = await replay_run(args.run, artifact)
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.verdict] = counts.get(result.verdict, 0) + 1
+    if args.json:
+        _print_json({"run": str(args.run), "hcp": str(args.hcp) if args.hcp else None,
+                     "episodes": [r.to_dict() for r in results], **counts})
+        return 0
+    for r in results:
+        line = f"{r.task} #{r.epoch}: {r.verdict}"
+        if r.divergence is not None:
+            d = r.divergence
+            line += (f" at request {d.request} ({d.hop}, {d.adapter}), {d.where}:\n    "
+                     + d.diff.replace("\n", "\n    "))
+        elif r.note:
+            line += f" ({r.note})"
+        print(line)
+    print(", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "no episodes")
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    """Print a run's figures."""
+    from mol.eval.report import public, show_data, show_text
+
+    data = show_data(args.run)
+    if args.json:
+        _print_json(public(data))
+    else:
+        print(show_text(data))
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Print two runs' paired comparison."""
+    from mol.eval.report import compare_data, compare_text
+
+    data = compare_data(args.run_a, args.run_b)
+    if args.json:
+        _print_json(data)
+    else:
+        print(compare_text(data))
+    return 0
