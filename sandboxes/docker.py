@@ -182,6 +182,24 @@ def remove_container(container: str) -> None:
             raise
 
 
+def rename_container(container: str, name: str) -> None:
+    """Give a container a new name."""
+    client().api.rename(container, name)
+
+
+def kill_container(container: str) -> None:
+    """SIGKILL a container's init from outside: every process in it ends at once."""
+    import docker.errors
+
+    try:
+        client().api.kill(container)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "is not running" not in str(exc):
+            raise
+
+
 def container_state(container: str) -> dict[str, Any]:
     """The container's ``State`` (``Running``, ``ExitCode``, ``OOMKilled`` ...)."""
     return client().api.inspect_container(container)["State"]

@@ -11,6 +11,8 @@ engine) are left alone: their owner cannot be checked from here.
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,9 @@ from pathlib import Path
 from mol.runtime import __version__
 
 LABEL = "org.mol.sandbox"
-"""Present on every sandbox container; its value is the session id (or ``pool``)."""
+"""Present on every sandbox container; its value says where it came from: ``session``
+(started for one) or ``pool`` (started ahead, for whichever session takes it). Labels
+never change, so the session a sandbox belongs to is in its name (``container_name``)."""
 OWNER = "org.mol.owner"
 """``host/boot-id/pid/start-ticks`` of the runtime process that created the container."""
 VERSION = "org.mol.version"
@@ -78,9 +82,31 @@ def current() -> Owner:
     return Owner(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0)
 
 
-def labels(session_id: str) -> dict[str, str]:
-    """The labels of a new sandbox container owned by this process."""
-    return {LABEL: session_id or "-", OWNER: current().label(), VERSION: __version__}
+def labels(origin: str) -> dict[str, str]:
+    """The labels of a new sandbox container owned by this process (``origin``: ``session``
+    or ``pool``)."""
+    return {LABEL: origin, OWNER: current().label(), VERSION: __version__}
+
+
+POOL_NAME = "pool"
+_NAME = re.compile(r"^/?mol-(?:s-(?P<session>[A-Za-z0-9_.-]+)|pool)-[0-9a-f]{8}$")
+
+
+def container_name(session_id: str | None) -> str:
+    """A container name saying whose sandbox it is: ``mol-s-<session>-<8 hex>``, or
+    ``mol-pool-<8 hex>`` for a pool's waiting one (``None``). Characters Docker does not
+    allow in names become ``_``; long session ids are cut."""
+    suffix = secrets.token_hex(4)
+    if session_id is None:
+        return f"mol-{POOL_NAME}-{suffix}"
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", session_id or "-")[:96]
+    return f"mol-s-{safe}-{suffix}"
+
+
+def session_of(name: str) -> str | None:
+    """The (name-safe) session id a container name says, ``None`` for a pool's waiting one."""
+    match = _NAME.match(name)
+    return match["session"] if match else None
 
 
 async def gc_orphans() -> list[str]:

@@ -24,7 +24,8 @@ import anyio
 from mol.hcp.schema import SandboxConfig
 from mol.runtime.errors import SandboxError, ShellDied
 from mol.sandboxes import docker, files, owner
-from mol.sandboxes.shell import CONTROL_SCRIPT, SHELL_SCRIPT, CommandResult, Control, Shell
+from mol.sandboxes.scripts import control_argv, shell_argv
+from mol.sandboxes.shell import KILL_DEADLINE, CommandResult, Control, Shell
 from mol.sandboxes.stream import MuxSocket
 
 ENVIRONMENT = {
@@ -43,13 +44,26 @@ MAX_FILE_BYTES = 64 << 20
 STARTUP_DEADLINE = 30.0
 """Seconds a new shell may take to answer its first command."""
 
+ROOT_CAPABILITIES = ["KILL", "SETUID", "SETGID", "SETPCAP"]
+"""All the two root shells of a sandbox keep: signalling commands (the control shell),
+becoming the sandbox user and emptying its capability bounding set (the command shell).
+Commands run without any capability (see ``mol.sandboxes.scripts``)."""
+
+LOCK_WAIT = 30.0
+"""Seconds ``close`` waits for a running command to end before removing the container."""
+
 
 def hardening(config: SandboxConfig, *, uid: int, gid: int) -> dict[str, Any]:
-    """Container options enforcing ``config``'s limits (see docs/sandboxes.md)."""
+    """Container options enforcing ``config``'s limits (see docs/sandboxes.md).
+
+    The container's own processes (init and the control shell) are root with only
+    ``ROOT_CAPABILITIES``; every command runs as ``uid:gid`` without capabilities.
+    """
     options: dict[str, Any] = {
-        "user": f"{uid}:{gid}",
+        "user": "0:0",
         "network_mode": config.network,
         "cap_drop": ["ALL"],
+        "cap_add": ROOT_CAPABILITIES,
         "security_opt": ["no-new-privileges"],
         "pids_limit": config.pids_limit,
         "mem_limit": config.memory,
@@ -73,20 +87,27 @@ def hardening(config: SandboxConfig, *, uid: int, gid: int) -> dict[str, Any]:
 class Sandbox:
     """A running sandbox container with its control shell and command shell."""
 
-    def __init__(self, config: SandboxConfig | None = None, *, session_id: str = "") -> None:
+    def __init__(self, config: SandboxConfig | None = None, *, session_id: str | None = "") -> None:
         self.config = config or SandboxConfig()
         self.session_id = session_id
+        """The session it belongs to; ``None`` for a pool's sandbox nobody has taken yet."""
         self.id = ""
         """The container id (empty until started)."""
         self.uid = self.gid = 0
         self._control: Control | None = None
         self._shell: Shell | None = None
         self._lock = anyio.Lock()
+        self._lost = False
+        """The sandbox stopped answering and its container was killed: replace it."""
 
     @property
     def workspace(self) -> str:
         """The writable working directory inside the container."""
         return self.config.workspace
+
+    def tokens(self) -> list[str]:
+        """The marker tokens of its control and command shells (secrets no command sees)."""
+        return [part.token for part in (self._control, self._shell) if part is not None]
 
     async def __aenter__(self) -> Sandbox:
         if not self.id:
@@ -106,7 +127,7 @@ class Sandbox:
         token = Shell.new_token()
         self.id = await docker.call(
             docker.create_container, self.config.image, what="create a sandbox container",
-            **self._create_options(token))
+            **self._create_options())
         try:
             # Attached before the start, the stream ends if the container exits at once.
             sock = await docker.call(docker.attach_socket, self.id, what="attach to the sandbox")
@@ -122,23 +143,30 @@ class Sandbox:
                                    f"(the image needs bash): {exc}") from exc
             raise
 
-    def _create_options(self, token: str) -> dict[str, Any]:
+    def _create_options(self) -> dict[str, Any]:
         return {
             "entrypoint": ["bash"],
-            "command": ["--noprofile", "--norc", "-c", CONTROL_SCRIPT, "bash", token],
+            "command": control_argv(),
             "stdin_open": True,
             "detach": True,
             "working_dir": self.workspace,
             "environment": ENVIRONMENT,
             "hostname": "sandbox",
-            "labels": owner.labels(self.session_id),
+            "name": owner.container_name(self.session_id),
+            "labels": owner.labels("pool" if self.session_id is None else "session"),
             **hardening(self.config, uid=self.uid, gid=self.gid),
         }
+
+    async def assign(self, session_id: str) -> None:
+        """Hand a pool's sandbox to a session: its container is renamed after it."""
+        self.session_id = session_id
+        await docker.call(docker.rename_container, self.id, owner.container_name(session_id),
+                          what="name the sandbox after its session")
 
     async def _new_shell(self) -> None:
         try:
             await self._open_shell()
-        except SandboxError:
+        except (SandboxError, ShellDied):
             # No pid left for the new shell (a fork bomb): clear the sandbox, try once more.
             assert self._control is not None
             await self._control.sweep(None, [])
@@ -147,10 +175,9 @@ class Sandbox:
     async def _open_shell(self) -> None:
         token = Shell.new_token()
         sock = await docker.call(
-            docker.exec_socket, self.id,
-            ["bash", "--noprofile", "--norc", "-c", SHELL_SCRIPT, "bash", token],
-            what="start the sandbox shell", user=f"{self.uid}:{self.gid}",
-            workdir=self.workspace, environment={})
+            docker.exec_socket, self.id, shell_argv(self.uid, self.gid),
+            what="start the sandbox shell", user="0:0", workdir=self.workspace,
+            environment={})
         assert self._control is not None
         shell = Shell(MuxSocket(sock), token, self._control,
                       pids_limit=self.config.pids_limit)
@@ -162,7 +189,19 @@ class Sandbox:
         self._shell = shell
 
     async def close(self) -> None:
-        """Remove the container and everything in it; safe to call twice."""
+        """Remove the container and everything in it; safe to call twice.
+
+        A command still running gets ``LOCK_WAIT`` seconds to end first, so a sandbox is
+        never removed under a command that another task is reading.
+        """
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(LOCK_WAIT):
+                async with self._lock:
+                    await self._remove()
+                    return
+            await self._remove()
+
+    async def _remove(self) -> None:
         if self._shell:
             self._shell.close()
         if self._control:
@@ -173,27 +212,52 @@ class Sandbox:
             with anyio.CancelScope(shield=True):
                 await docker.call(docker.remove_container, container, what="remove the sandbox")
 
+    async def _kill(self) -> None:
+        """Kill the container from outside (the Docker engine): every process in it ends."""
+        self._lost = True
+        with anyio.CancelScope(shield=True):
+            try:
+                await docker.call(docker.kill_container, self.id, what="kill the sandbox",
+                                  deadline=KILL_DEADLINE)
+            except SandboxError:
+                pass  # removed when it is replaced or closed, which force-kills it anyway
+
+    async def _replace(self) -> None:
+        """A fresh container for a sandbox that stopped answering."""
+        await self._remove()
+        self._lost = False
+        await self.start()
+
     async def run(self, command: str, *, timeout: float | None = None,  # noqa: ASYNC109 (kills in-sandbox processes)
                   on_output: Callable[[bytes], None] | None = None) -> CommandResult:
         """Run ``command`` in the persistent shell (``cd`` and ``export`` carry over).
 
         ``timeout`` defaults to ``[sandbox] timeout_sec``; past it the command and
         every process it started are killed. ``on_output`` sees raw output as it
-        arrives (for streaming); the result keeps at most ``max_output_bytes``.
+        arrives (for streaming); the result keeps at most ``max_output_bytes``. A
+        sandbox that stopped answering is killed, and the next command runs in a fresh
+        one (the result says so).
         """
         if "\0" in command:
             raise ValueError("a command cannot contain a NUL byte")
         if not self.id:
             raise SandboxError("the sandbox is not running")
         async with self._lock:
+            replaced = self._lost
+            if replaced:
+                await self._replace()
             fresh = self._shell is None or not self._shell.alive
             if fresh:
                 await self._new_shell()
-            assert self._shell is not None
+            assert self._shell is not None and self._control is not None
             result = await self._shell.run(
                 command, timeout=timeout or self.config.timeout_sec,
                 limit=self.config.max_output_bytes, on_output=on_output)
-            return dataclasses.replace(result, fresh_shell=fresh) if fresh else result
+            if not self._control.alive:
+                await self._kill()
+            if fresh or replaced:
+                result = dataclasses.replace(result, fresh_shell=fresh, fresh_sandbox=replaced)
+            return result
 
     # -- files --------------------------------------------------------------------------
 
@@ -251,7 +315,7 @@ async def open_sandbox(config: SandboxConfig | None = None, *, session_id: str =
     given and serves these settings, else started cold."""
     config = config or SandboxConfig()
     if pool is not None and pool.serves(config):
-        sandbox = await pool.acquire()
+        sandbox = await pool.acquire(session_id)
     else:
         sandbox = Sandbox(config, session_id=session_id)
     async with sandbox:
