@@ -56,8 +56,8 @@ class ServerConfig:
 
 
 def create_app(config: ServerConfig) -> Any:
-    """The ASGI app (wrapped in the auth middleware)."""
-    from mol.runtime.server.auth import BearerAuth
+    """The ASGI app (wrapped in the auth middleware; without a key, in ``LoopbackOnly``)."""
+    from mol.runtime.server.auth import BearerAuth, LoopbackOnly
     from mol.runtime.server.chat import chat_completions
     from mol.runtime.server.responses import create_response, get_response
 
@@ -74,6 +74,8 @@ def create_app(config: ServerConfig) -> Any:
     app.state.config = config
     app.state.max_body = config.max_body
     app.state.models = [ENTRY_MODEL, *ADAPTERS]
+    if config.api_key is None:
+        return LoopbackOnly(app)
     return BearerAuth(app, config.api_key)
 
 

@@ -14,8 +14,9 @@ from mol.runtime.errors import EngineError, EngineTimeout
 MAX_BODY = 4 * 1024 * 1024
 """Default limit of a request body, in bytes."""
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error"}
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error",
+          429: "rate_limit_error"}
 
 
 class ApiError(Exception):
