@@ -51,6 +51,13 @@ class ServerConfig:
     """Seconds a turn may take before it is cancelled (504)."""
     drain: float = 10.0
     """Seconds turns in flight get to finish at shutdown."""
+    max_connections: int = 512
+    """Connections open at once; one more is answered 503 and closed."""
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's head (from connecting, or from the last
+    response on a kept-alive connection, so idle connections close after it too)."""
+    body_timeout: float = 30.0
+    """Seconds a client has to send a request's body; 408 after."""
     plugins: Any = None
     engine: Any = None
 
@@ -73,6 +80,7 @@ def create_app(config: ServerConfig) -> Any:
                                         405: _not_allowed, Exception: _internal})
     app.state.config = config
     app.state.max_body = config.max_body
+    app.state.body_timeout = config.body_timeout
     app.state.models = [ENTRY_MODEL, *ADAPTERS]
     if config.api_key is None:
         return LoopbackOnly(app)
@@ -83,9 +91,11 @@ def _lifespan(config: ServerConfig) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from mol.runtime.app import open_runtime
+        from mol.runtime.engine import preload
         from mol.runtime.server.runner import Runner
         from mol.runtime.sessions import SQLiteSessionStore
 
+        await preload()
         async with (
             SQLiteSessionStore(config.store_path) as store,
             open_runtime(config.artifact, engine_url=config.engine_url,
@@ -163,6 +173,7 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
     import uvicorn
 
     from mol.runtime.server.auth import check_bind
+    from mol.runtime.server.transport import uvicorn_config
 
     class Server(uvicorn.Server):
         """uvicorn's server, except that a drained shutdown on SIGTERM/SIGINT exits 0
@@ -182,7 +193,6 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
                     signal.signal(sig, handler)
 
     check_bind(host, config.api_key)
-    uv = uvicorn.Config(create_app(config), host=host, port=port, log_level="info",
-                        timeout_graceful_shutdown=config.drain, lifespan="on",
-                        access_log=True, server_header=False)
+    uv = uvicorn_config(create_app(config), config, host, port, log_level="info",
+                        access_log=True)
     await Server(uv).serve()

@@ -248,10 +248,11 @@ class Runner:
     async def _seed(self, conversation: Conversation, request: TurnRequest) -> None:
         """Earlier turns the client sent become plain messages after each adapter's own
         system prompt; a trailing client tool call leaves its adapter's turn waiting."""
+        # One copy of the history, shared by every view (nothing edits a message in place).
+        history = copy.deepcopy(request.seed)
         for adapter in conversation.pending:
             prompt = self.base.system_prompt(adapter, await self.base.tools_for(adapter))
-            conversation.views[adapter] = [{"role": "system", "content": prompt},
-                                           *copy.deepcopy(request.seed)]
+            conversation.views[adapter] = [{"role": "system", "content": prompt}, *history]
         if request.tool_results:
             from mol.runtime.views import adapter_of_call
 

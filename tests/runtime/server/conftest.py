@@ -99,6 +99,7 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
     import uvicorn
 
     from mol.runtime.server import ServerConfig, create_app
+    from mol.runtime.server.transport import uvicorn_config
 
     artifact = load(write_hcp(tmp_path, extra))
     store = tmp_path / "sessions.db"
@@ -107,9 +108,8 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
                           api_key=key.encode() if key else None, engine_url=engine_url,
                           plugins=plugins, **options)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on",
-                                           timeout_graceful_shutdown=5))
+    server = uvicorn.Server(uvicorn_config(create_app(config), config, "127.0.0.1", port,
+                                           log_level="warning", timeout_graceful_shutdown=5))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

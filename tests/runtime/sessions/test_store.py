@@ -123,3 +123,20 @@ def test_store_url_home_and_unsupported():
     assert not str(store_path("sqlite:///~/s.db")).startswith("~")
     with pytest.raises(SessionError, match="unsupported session store 'postgres://x'"):
         store_path("postgres://x")
+
+
+async def test_a_new_store_and_its_folders_are_private_to_the_user(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)  # the usual umask: files 0644, folders 0755 unless asked otherwise
+    try:
+        path = tmp_path / "state" / "mol" / "sessions.db"
+        async with SQLiteSessionStore(path) as store:
+            await store.save(conversation_with(1), None)
+            files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    finally:
+        os.umask(old)
+    assert files == {"sessions.db": 0o600, "sessions.db-wal": 0o600, "sessions.db-shm": 0o600}
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
