@@ -35,7 +35,9 @@ from mol.runtime.views import Conversation, TurnRecord
 log = logging.getLogger("mol.server")
 
 OPEN_RESOURCES = 32
-"""Conversations whose resources (sandboxes) stay open between their turns."""
+"""Conversations whose resources (sandboxes) stay open between their turns. Only idle ones
+are closed to keep to it: a conversation whose turn is running keeps its resources, so at
+most ``max(OPEN_RESOURCES, max_turns)`` are open at once."""
 
 
 @dataclass
@@ -98,6 +100,8 @@ class Runner:
         self._stack = AsyncExitStack()
         self._locks: dict[str, anyio.Lock] = {}
         self._resources: OrderedDict[str, Resources] = OrderedDict()
+        self._in_use: dict[str, int] = {}
+        """Turns running per conversation: their resources are never closed."""
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
@@ -188,14 +192,25 @@ class Runner:
 
     async def _turn(self, conversation: Conversation, request: TurnRequest,
                     job: Job) -> TurnResult:
+        self._in_use[conversation.id] = self._in_use.get(conversation.id, 0) + 1
+        try:
+            return await self._turn_using(conversation, request, job,
+                                          await self._resources_for(conversation.id))
+        finally:
+            self._in_use[conversation.id] -= 1
+            if not self._in_use[conversation.id]:
+                del self._in_use[conversation.id]
+            await self._close_idle()
+
+    async def _turn_using(self, conversation: Conversation, request: TurnRequest, job: Job,
+                          resources: Resources) -> TurnResult:
         base = self.base
         recorder = Recorder(self.store, base.artifact.digest)
         harness = Harness(
             base.artifact, engine=base.engine, plugins=base.plugins, toolsets=base.toolsets,
             conversation=conversation, approve=None,
             checkpoint=recorder.checkpoint if request.persist else None,
-            resources=await self._resources_for(conversation.id),
-            sandbox_pool=base.sandbox_pool)
+            resources=resources, sandbox_pool=base.sandbox_pool)
 
         def forward(event: ev.Event) -> None:
             _send(job, event)
@@ -285,10 +300,19 @@ class Runner:
             self._resources.move_to_end(session_id)
             return self._resources[session_id]
         resources = self._resources[session_id] = Resources()
-        while len(self._resources) > OPEN_RESOURCES:
-            _, oldest = self._resources.popitem(last=False)
-            await oldest.aclose()
+        await self._close_idle()
         return resources
+
+    async def _close_idle(self) -> None:
+        """Close the least recently used idle conversations' resources beyond
+        ``OPEN_RESOURCES``; never those of a conversation with a turn running."""
+        while len(self._resources) > OPEN_RESOURCES:
+            oldest = next((key for key in self._resources if key not in self._in_use), None)
+            if oldest is None:
+                return
+            closing = self._resources.pop(oldest)
+            with anyio.CancelScope(shield=True):  # popped: nobody else would close it
+                await closing.aclose()
 
 
 def _send(job: Job, item: JobItem) -> None:

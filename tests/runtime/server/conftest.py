@@ -33,7 +33,7 @@ max_retries = 2
 prompt = "You chat."
 [adapters.L1]
 prompt = "You act."
-tools.allow = ["shout"]
+tools.allow = ["shout", "hold"]
 [adapters.L2]
 prompt = "You code."
 [adapters.L3]
@@ -94,8 +94,9 @@ class Served:
 
 @contextmanager
 def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str = "",
-              **options: Any) -> Iterator[Served]:
-    """Run the app on uvicorn in a thread on loopback until the block ends."""
+              extra_plugins: tuple[tuple[str, Any], ...] = (), **options: Any) -> Iterator[Served]:
+    """Run the app on uvicorn in a thread on loopback until the block ends (plugins: the
+    ``shout`` one and ``extra_plugins``)."""
     import uvicorn
 
     from mol.runtime.server import ServerConfig, create_app
@@ -103,7 +104,7 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
 
     artifact = load(write_hcp(tmp_path, extra))
     store = tmp_path / "sessions.db"
-    plugins = PluginManager(None, builtin=(), extra=[("shout", Shout())])
+    plugins = PluginManager(None, builtin=(), extra=[("shout", Shout()), *extra_plugins])
     config = ServerConfig(artifact=artifact, store_path=str(store),
                           api_key=key.encode() if key else None, engine_url=engine_url,
                           plugins=plugins, **options)
