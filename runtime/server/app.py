@@ -63,9 +63,11 @@ class ServerConfig:
 
 
 def create_app(config: ServerConfig) -> Any:
-    """The ASGI app (wrapped in the auth middleware; without a key, in ``LoopbackOnly``)."""
+    """The ASGI app: ``Idempotency`` inside the auth middleware (without a key,
+    ``LoopbackOnly``)."""
     from mol.runtime.server.auth import BearerAuth, LoopbackOnly
     from mol.runtime.server.chat import chat_completions
+    from mol.runtime.server.idempotency import Idempotency
     from mol.runtime.server.responses import create_response, get_response
 
     routes = [
@@ -82,9 +84,10 @@ def create_app(config: ServerConfig) -> Any:
     app.state.max_body = config.max_body
     app.state.body_timeout = config.body_timeout
     app.state.models = [ENTRY_MODEL, *ADAPTERS]
+    kept = Idempotency(app, max_body=config.max_body, body_timeout=config.body_timeout)
     if config.api_key is None:
-        return LoopbackOnly(app)
-    return BearerAuth(app, config.api_key)
+        return LoopbackOnly(kept)
+    return BearerAuth(kept, config.api_key)
 
 
 def _lifespan(config: ServerConfig) -> Any:

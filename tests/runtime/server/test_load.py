@@ -115,7 +115,9 @@ class Holder:
     """A tool holding a per-session resource (as the sandbox tools do) while it works."""
 
     def __init__(self) -> None:
-        self.opened = self.holding = 0
+        self.opened = 0
+        self.holding = threading.Semaphore(0)
+        """Released by each call once it holds its resource (in the server's thread)."""
 
     @hookimpl
     def mol_register_tools(self, register: Any) -> None:
@@ -124,7 +126,7 @@ class Holder:
         async def hold(text: str, context: ToolContext) -> str:
             """Hold the session's resource for a moment."""
             resource = await context.resources.get("held", holder.resource)
-            holder.holding += 1
+            holder.holding.release()
             await anyio.sleep(2.0)
             return "intact" if not resource.closed else "closed under me"
 
@@ -181,8 +183,8 @@ async def test_resources_in_use_are_never_closed_to_make_room(tmp_path, monkeypa
                         anyio.create_task_group() as group:
                     for n in range(2):
                         group.start_soon(one, client, n)
-                    while holder.holding < 2:  # both hold their resource: now the others come
-                        await anyio.sleep(0.05)
+                    for _ in range(2):  # both hold their resource: now the others come
+                        await anyio.to_thread.run_sync(holder.holding.acquire)
                     for n in range(2, 6):
                         group.start_soon(one, client, n)
     assert answers == ["kept"] * 6 and holder.opened == 6
