@@ -16,12 +16,14 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mol.runtime import __version__
 
 LABEL = "org.mol.sandbox"
 """Present on every sandbox container; its value says where it came from: ``session``
-(started for one) or ``pool`` (started ahead, for whichever session takes it). Labels
+(started for one) or ``pool`` (started ahead, for whichever session takes it); egress
+gateways and their networks carry ``egress``. Labels
 never change, so the session a sandbox belongs to is in its name (``container_name``)."""
 OWNER = "org.mol.owner"
 """``host/boot-id/pid/start-ticks`` of the runtime process that created the container."""
@@ -110,7 +112,8 @@ def session_of(name: str) -> str | None:
 
 
 async def gc_orphans() -> list[str]:
-    """Remove sandbox containers whose owning runtime is gone; returns their ids.
+    """Remove sandbox containers (and egress gateways and networks) whose owning runtime
+    is gone; returns their ids.
 
     The runtime calls this at startup; ``mol sandbox gc`` calls it on demand.
     """
@@ -118,9 +121,18 @@ async def gc_orphans() -> list[str]:
 
     removed = []
     for info in await docker.call(docker.list_containers, LABEL, what="list sandboxes"):
-        owner = Owner.parse(info.get("Labels", {}).get(OWNER, ""))
-        if owner is None or owner.alive() is not False:
-            continue
-        await docker.call(docker.remove_container, info["Id"], what="remove an orphan sandbox")
-        removed.append(info["Id"])
+        if _orphaned(info):
+            await docker.call(docker.remove_container, info["Id"],
+                              what="remove an orphan sandbox")
+            removed.append(info["Id"])
+    # Egress networks go after their containers (a network in use cannot be removed).
+    for info in await docker.call(docker.list_networks, LABEL, what="list sandbox networks"):
+        if _orphaned(info):
+            await docker.call(docker.remove_network, info["Id"], what="remove an orphan network")
+            removed.append(info["Id"])
     return removed
+
+
+def _orphaned(info: dict[str, Any]) -> bool:
+    found = Owner.parse((info.get("Labels") or {}).get(OWNER, ""))
+    return found is not None and found.alive() is False

@@ -24,6 +24,7 @@ import anyio
 from mol.hcp.schema import SandboxConfig
 from mol.runtime.errors import SandboxError, ShellDied
 from mol.sandboxes import docker, files, owner
+from mol.sandboxes.egress import Gateway, proxy_environment
 from mol.sandboxes.scripts import control_argv, shell_argv
 from mol.sandboxes.shell import KILL_DEADLINE, CommandResult, Control, Shell
 from mol.sandboxes.stream import MuxSocket
@@ -99,6 +100,7 @@ class Sandbox:
         self._lock = anyio.Lock()
         self._lost = False
         """The sandbox stopped answering and its container was killed: replace it."""
+        self._gateway: Gateway | None = None
 
     @property
     def workspace(self) -> str:
@@ -125,9 +127,16 @@ class Sandbox:
                                   what=f"inspect image {self.config.image}")
         self.uid, self.gid = await resolve_user(self.config, image)
         token = Shell.new_token()
-        self.id = await docker.call(
-            docker.create_container, self.config.image, what="create a sandbox container",
-            **self._create_options())
+        if self.config.egress == "allowlist":
+            self._gateway = Gateway(self.config)
+            await self._gateway.start()
+        try:
+            self.id = await docker.call(
+                docker.create_container, self.config.image, what="create a sandbox container",
+                **self._create_options())
+        except BaseException:
+            await self._remove()
+            raise
         try:
             # Attached before the start, the stream ends if the container exits at once.
             sock = await docker.call(docker.attach_socket, self.id, what="attach to the sandbox")
@@ -144,7 +153,7 @@ class Sandbox:
             raise
 
     def _create_options(self) -> dict[str, Any]:
-        return {
+        options = {
             "entrypoint": ["bash"],
             "command": control_argv(),
             "stdin_open": True,
@@ -156,6 +165,12 @@ class Sandbox:
             "labels": owner.labels("pool" if self.session_id is None else "session"),
             **hardening(self.config, uid=self.uid, gid=self.gid),
         }
+        if self.config.egress == "none":
+            options["network_mode"] = "none"
+        elif self._gateway is not None:  # alone with its gateway on an internal network
+            options["network_mode"] = self._gateway.network
+            options["environment"] = {**ENVIRONMENT, **proxy_environment()}
+        return options
 
     async def assign(self, session_id: str) -> None:
         """Hand a pool's sandbox to a session: its container is renamed after it."""
@@ -208,9 +223,12 @@ class Sandbox:
             self._control.close()
         self._shell = self._control = None
         container, self.id = self.id, ""
-        if container:
-            with anyio.CancelScope(shield=True):
+        gateway, self._gateway = self._gateway, None
+        with anyio.CancelScope(shield=True):
+            if container:
                 await docker.call(docker.remove_container, container, what="remove the sandbox")
+            if gateway is not None:
+                await gateway.close()
 
     async def _kill(self) -> None:
         """Kill the container from outside (the Docker engine): every process in it ends."""
