@@ -109,23 +109,34 @@ elif (( $1 != 0 )); then
   builtin echo "the sandbox image has no setpriv (util-linux): commands cannot run as uid $1" >&2
   builtin exit 1
 fi
+__mol_script=$3
 __mol_rc=0
+builtin trap '' PIPE
+__mol_spawn() {
+  exec {__mol_in}> >(
+    exec 63<&- 2>&1
+    builtin export HOME=$__mol_home
+    exec "${__mol_as[@]}" bash --noprofile --norc -c "$__mol_script" bash "$__mol_rc"
+  )
+  __mol_pid=$!
+}
+__mol_spawn
 builtin printf '%s%d\n' "$__mol_mark" "$$"
 while IFS= builtin read -r -d '' -u 63 __mol_cmd; do
-  (
-    exec 63<&-
-    builtin export HOME=$__mol_home
-    exec "${__mol_as[@]}" bash --noprofile --norc -c "$3" bash "$__mol_rc" \
-      3<<<"$__mol_cmd"
-  ) 2>&1
+  builtin printf '%s\0' "$__mol_cmd" >&"$__mol_in"
+  exec {__mol_in}>&-
+  builtin wait "$__mol_pid"
   __mol_rc=$?
   builtin printf '%s%d\n' "$__mol_mark" "$__mol_rc"
+  __mol_spawn
 done
 """
 """The command shell: ``$1``/``$2`` the sandbox user's uid and gid, ``$3`` the
 ``COMMAND_SCRIPT``. Its first input is the marker token, NUL-terminated; then each
 NUL-terminated command runs in a child (stdin ``/dev/null``, stderr merged into stdout)
-and is answered by a marker with the child's exit status. It prints its own pid first."""
+and is answered by a marker with the child's exit status. It prints its own pid first.
+The child for the next command is started as soon as one ends and waits on a pipe for
+its command, so starting ``setpriv`` and bash costs a command no time."""
 
 STATE_FILE = "/tmp/.mol-shell-state"
 """Where a command's shell state waits for the next command (the sandbox user's file)."""
@@ -134,8 +145,8 @@ COMMAND_SCRIPT = r"""
 if [[ -f /tmp/.mol-shell-state && -O /tmp/.mol-shell-state ]]; then
   builtin source /tmp/.mol-shell-state
 fi 2>/dev/null
-IFS= builtin read -r -d '' -u 3 __mol_cmd
-exec 3<&-
+IFS= builtin read -r -d '' __mol_cmd
+exec </dev/null
 builtin trap '{
   builtin unset -v __mol_cmd RANDOM SRANDOM SECONDS EPOCHSECONDS EPOCHREALTIME BASHPID \
     LINENO BASH_COMMAND BASH_SUBSHELL HISTCMD BASH_EXECUTION_STRING

@@ -320,7 +320,9 @@ class Shell:
         limit = self._pids_limit
         if not limit or await self._control.count(deadline) < BOMB_SHARE * limit:
             return 0
-        return max(1, await self._control.sweep(None, self._recorded(), deadline=deadline))
+        # (The command shell's child is the next command's shell, waiting: it is spared.)
+        return max(1, await self._control.sweep(None, self._recorded(), keep=self.pid,
+                                                deadline=deadline))
 
     def _recorded(self) -> list[tuple[int, int]]:
         return [(self.pid, self.start)] if self.pid else []
