@@ -170,6 +170,13 @@ def test_cli_without_a_docker_engine_is_a_clear_error() -> None:
         assert "Traceback" not in done.stderr
 
 
+def test_cli_shell_keeps_state_and_exit_ends_the_session() -> None:
+    done = subprocess.run([*MOL, "sandbox", "shell"], input="cd /tmp\npwd\nexit 3\necho never\n",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "/tmp\n" in done.stdout and "never" not in done.stdout
+
+
 def test_cli_usage_errors_exit_2() -> None:
     done = subprocess.run([*MOL, "sandbox", "run"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "give the command after '--'" in done.stderr
