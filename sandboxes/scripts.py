@@ -31,25 +31,27 @@ __mol_sweep() {
   local up since=0 first=0 p stat pass found keep=$2 spare=" ${*:3} "
   local -a f stopped=()
   local -A seen=()
-  builtin read -r up _ </proc/uptime
-  (( $1 < 0 )) || since=$(( 10#${up/./} - $1 ))
-  for p in /proc/[0-9]*; do
-    builtin read -r stat 2>/dev/null <"$p/stat" || continue
-    builtin read -r -a f <<<"${stat##*) }"
-    [[ ${f[1]} == "$keep" ]] && since=${f[19]} first=${p#/proc/} && break
-  done
+  if (( $1 >= 0 )); then
+    builtin read -r up _ </proc/uptime
+    since=$(( 10#${up/./} - $1 ))
+    for p in /proc/[0-9]*; do
+      builtin read -r stat 2>/dev/null <"$p/stat" || continue
+      builtin read -r -a f <<<"${stat##*) }"
+      [[ ${f[1]} == "$keep" ]] && since=${f[19]} first=${p#/proc/} && break
+    done
+  fi
   for (( pass = 0; pass < 100; pass++ )); do
     found=0
     for p in /proc/[0-9]*; do
       p=${p#/proc/}
       (( p == 1 || p == $$ )) && continue
-      [[ -n ${seen[$p]} ]] && continue
       builtin read -r stat 2>/dev/null <"/proc/$p/stat" || continue
       builtin read -r -a f <<<"${stat##*) }"
+      [[ -n ${seen[$p:${f[19]}]} ]] && continue  # by pid and start: pids are reused
       (( f[19] > since || (f[19] == since && p >= first) )) || continue
       [[ $spare == *" $p:${f[19]} "* || ${f[1]} == "$keep" ]] && continue
-      seen[$p]=1
-      builtin kill -STOP "$p" 2>/dev/null && stopped+=("$p") && found=1
+      builtin kill -STOP "$p" 2>/dev/null || continue
+      seen[$p:${f[19]}]=1 stopped+=("$p") found=1
     done
     (( found )) || break
   done
@@ -81,7 +83,7 @@ while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
 
 - ``__mol_sweep TICKS KEEP PID:START...`` stops, then kills, every process that started
   since the child of KEEP did (the command's own shell: the command shell's only child),
-  else in the last TICKS clock ticks (whenever, for -1), except init, itself, the
+  else in the last TICKS clock ticks; with -1, whenever it started. It spares init, itself, the
   processes recorded as ``PID:START`` (pid and start time, so a reused pid is not spared)
   and that child, which then gets the chance to report. Start times are the kernel's and
   pids grow within a clock tick, so what an earlier command left running is spared and

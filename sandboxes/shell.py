@@ -68,10 +68,12 @@ REPORT = 1.0
 KILL_DEADLINE = 5.0
 """Seconds the Docker engine gets to kill a sandbox that stopped answering."""
 
-MAX_GRACE = 4 * STOP_DEADLINE + GRACE + REPORT + KILL_DEADLINE
+MAX_GRACE = 5 * STOP_DEADLINE + GRACE + REPORT + KILL_DEADLINE
 """The most a command's result may come after its timeout, whatever the command does:
-the sweep, the process count, the grace, a last kill and, if the sandbox no longer
-answers, killing its container from outside. Usually it is well under a second."""
+five answers of the control shell (the sweep, a process count and a bomb sweep, killing
+the command's shell, then the command shell), the grace, the last report and, if the
+sandbox no longer answers, killing its container from outside. Usually it is well under
+a second."""
 
 
 @dataclass(frozen=True)
