@@ -6,9 +6,9 @@ command (``true``):
 
 - round trip through the persistent shell (``Sandbox.run``): back to back, and with
   ``PAUSE`` seconds of idleness before each command, as an agent uses it (each command
-  runs in its own process as the sandbox user, started while the sandbox is idle, so
-  back-to-back commands pay for that start and paused ones do not); and Docker's relay
-  alone (a bare bash echoing over an exec socket) to tell our own overhead;
+  runs in its own process as the sandbox user, started as soon as the previous one
+  ended); and Docker's relay alone (a bare bash echoing over an exec socket) to tell
+  our own overhead;
 - ``docker exec`` through the CLI (what mini-swe-agent does per command);
 - the Docker SDK's ``exec_run``;
 

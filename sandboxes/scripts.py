@@ -138,7 +138,7 @@ done
 NUL-terminated command runs in a child (stdin ``/dev/null``, stderr merged into stdout)
 and is answered by a marker with the child's exit status. It prints its own pid first.
 The child for the next command is started as soon as one ends and waits on a pipe for
-its command, so starting ``setpriv`` and bash costs a command no time."""
+its command (having restored the state already), so that work happens between commands."""
 
 STATE_FILE = "/tmp/.mol-shell-state"
 """Where a command's shell state waits for the next command (the sandbox user's file)."""
