@@ -149,7 +149,8 @@ class Sandbox:
             await self.close()
             if isinstance(exc, ShellDied | TimeoutError):
                 raise SandboxError(f"the sandbox in image {self.config.image} did not start "
-                                   f"(the image needs bash): {exc}") from exc
+                                   "(the image needs bash, and setpriv for a non-root user): "
+                                   f"{exc}") from exc
             raise
 
     def _create_options(self) -> dict[str, Any]:
