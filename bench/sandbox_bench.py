@@ -4,16 +4,19 @@ Run: ``python bench/sandbox_bench.py [--rounds N]`` (needs the Docker engine and
 the default image). In one run it measures, on the same sandbox and the same
 command (``true``):
 
-- round trip through the persistent shell (``Sandbox.run``), and Docker's relay
-  alone (a bare bash echoing over an exec socket) to tell our own overhead;
+- round trip through the persistent shell (``Sandbox.run``): back to back, and with
+  ``PAUSE`` seconds of idleness before each command, as an agent uses it (each command
+  runs in its own process as the sandbox user, started as soon as the previous one
+  ended); and Docker's relay alone (a bare bash echoing over an exec socket) to tell
+  our own overhead;
 - ``docker exec`` through the CLI (what mini-swe-agent does per command);
 - the Docker SDK's ``exec_run``;
 
 and then a cold sandbox start (create, start, shells answering) against taking
 one from a warm pool (``open_sandbox(..., pool=pool)``).
 It prints medians and ratios and ends with one JSON line of the figures.
-Targets: round trip <= 0.3 ms of our own overhead, warm acquire <= 1 ms, cold ready
-<= 300 ms.
+Targets: a paused round trip at least x10 below ``docker exec``, warm acquire (a
+container rename) <= 20 ms, cold ready <= 300 ms.
 """
 
 from __future__ import annotations
@@ -35,14 +38,22 @@ from mol.sandboxes.sandbox import Sandbox, open_sandbox
 from mol.sandboxes.stream import MuxSocket
 
 
-async def timed(action: Callable[[], Awaitable[object]], rounds: int) -> list[float]:
-    """Milliseconds each of ``rounds`` awaits of ``action`` took."""
+async def timed(action: Callable[[], Awaitable[object]], rounds: int,
+                pause: float = 0.0) -> list[float]:
+    """Milliseconds each of ``rounds`` awaits of ``action`` took (``pause`` seconds of
+    idleness before each, untimed)."""
     samples = []
     for _ in range(rounds):
+        if pause:
+            await anyio.sleep(pause)
         started = time.perf_counter()
         await action()
         samples.append((time.perf_counter() - started) * 1000)
     return samples
+
+
+PAUSE = 0.05
+"""Seconds between two commands in the paused round trips (a model's think time is more)."""
 
 
 async def relay_floor(sandbox: Sandbox, rounds: int) -> list[float]:
@@ -66,6 +77,8 @@ async def round_trips(rounds: int) -> dict[str, float]:
     async with Sandbox(SandboxConfig(), session_id="bench") as sandbox:
         await timed(lambda: sandbox.run("true"), 50)  # warm up
         shell = await timed(lambda: sandbox.run("true"), rounds)
+        # As an agent uses it: the model thinks between two commands.
+        paused = await timed(lambda: sandbox.run("true"), max(50, rounds // 5), PAUSE)
         floor = await relay_floor(sandbox, rounds)
 
         def cli() -> None:
@@ -75,7 +88,8 @@ async def round_trips(rounds: int) -> dict[str, float]:
         docker_cli = await timed(lambda: anyio.to_thread.run_sync(cli), exec_rounds)
         sdk = await timed(lambda: docker.call(docker.exec_run, sandbox.id, ["true"],
                                               what="exec_run"), exec_rounds)
-    return {"shell_ms": statistics.median(shell), "relay_floor_ms": statistics.median(floor),
+    return {"shell_ms": statistics.median(shell), "shell_paused_ms": statistics.median(paused),
+            "relay_floor_ms": statistics.median(floor),
             "own_overhead_ms": statistics.median(shell) - statistics.median(floor),
             "docker_exec_cli_ms": statistics.median(docker_cli),
             "sdk_exec_run_ms": statistics.median(sdk)}
@@ -106,6 +120,7 @@ async def main(rounds: int, starts_rounds: int) -> dict[str, float]:
     figures = await round_trips(rounds)
     figures |= await starts(starts_rounds)
     figures["cli_vs_shell"] = figures["docker_exec_cli_ms"] / figures["shell_ms"]
+    figures["cli_vs_paused_shell"] = figures["docker_exec_cli_ms"] / figures["shell_paused_ms"]
     figures["exec_run_vs_shell"] = figures["sdk_exec_run_ms"] / figures["shell_ms"]
     figures["cold_vs_warm"] = figures["cold_start_ms"] / figures["warm_acquire_ms"]
     return figures
@@ -118,6 +133,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     result = anyio.run(main, args.rounds, args.starts)
     print(f"round trip, persistent shell   {result['shell_ms']:8.3f} ms (median)", file=sys.stderr)
+    print(f"  after {PAUSE * 1000:g} ms idle            {result['shell_paused_ms']:8.3f} ms",
+          file=sys.stderr)
     print(f"  Docker's relay alone (bash echo) {result['relay_floor_ms']:6.3f} ms; "
           f"our own overhead {result['own_overhead_ms']:.3f} ms", file=sys.stderr)
     print(f"round trip, docker exec (CLI)  {result['docker_exec_cli_ms']:8.1f} ms  "

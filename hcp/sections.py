@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mol.hcp.base import Model, PositiveFloat
+from mol.hcp.egress import check_policy
 from mol.hcp.mcp import MCPServerConfig
 
 __all__ = ["MCPServerConfig"]  # defined in mol.hcp.mcp, re-exported with the other sections
@@ -123,6 +124,22 @@ class SandboxConfig(Model):
     """OCI runtime, e.g. ``runsc`` for gVisor; unset: Docker's default."""
     pool_size: int = Field(default=0, ge=0, le=64)
     """Warm sandboxes kept ready for this image and these settings (0: no pool)."""
+    egress: Literal["open", "none", "allowlist"] = "open"
+    """What the sandbox may connect to: ``open``, whatever ``network`` reaches (with
+    ``bridge``: the internet, the Docker host's bridge address, private ranges); ``none``,
+    nothing (the container gets no network, whatever ``network`` says); ``allowlist``,
+    only ``egress_allow``, through an HTTP(S) proxy in a gateway container outside the
+    sandbox (the sandbox itself sits on an internal network with no route out)."""
+    egress_allow: list[str] = Field(default_factory=list)
+    """Destinations an ``allowlist`` sandbox may reach: host names (``pypi.org``,
+    ``*.pythonhosted.org``), which must resolve to public addresses, and addresses or
+    ranges (``192.0.2.7``, ``10.1.0.0/16``, ``[2001:db8::1]``), each optionally with a
+    port (``pypi.org:443``, ``10.1.0.0/16:5432``)."""
+
+    @model_validator(mode="after")
+    def _egress(self) -> SandboxConfig:
+        check_policy(self.egress, self.egress_allow, self.network)
+        return self
 
 
 class SessionConfig(Model):

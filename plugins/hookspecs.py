@@ -32,7 +32,8 @@ def mol_before_tool_call(call: Any, context: Any) -> Any:
     ``context`` a ``mol.runtime.tools.ToolContext``. Return ``None`` to let it
     run, ``mol.runtime.hooks.Block(reason)`` to refuse it (the model reads the
     reason), or ``mol.runtime.hooks.Rewrite(arguments)`` to replace the
-    arguments. An awaitable of any of these works too.
+    arguments. An awaitable of any of these works too. A hook that raises blocks
+    the call (the error is logged with the plugin's name).
     """
 
 
@@ -41,5 +42,5 @@ def mol_after_tool_call(call: Any, result: Any, context: Any) -> Any:
     """See a tool call's result (``mol.runtime.tools.ToolResult``) after it ran.
 
     Return ``None`` to keep the result, or a ``ToolResult`` (or string) to
-    replace what the model reads.
+    replace what the model reads. A hook that raises withholds the result.
     """

@@ -99,6 +99,14 @@ def _import_litellm() -> Any:
     return litellm
 
 
+async def preload() -> None:
+    """Import litellm in a worker thread (seconds of work). A server does this at startup:
+    imported by the first turn, on the event loop, it would stall every connection."""
+    import anyio.to_thread
+
+    await anyio.to_thread.run_sync(_import_litellm)
+
+
 _RETRYABLE = (EngineConnectionError, EngineTimeout, EngineRateLimited)
 
 

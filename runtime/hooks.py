@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import shlex
 import signal
@@ -34,6 +35,8 @@ CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "SubagentStart")
 """Events whose hooks may add context for the model."""
 STOP_EVENTS = ("Stop", "SubagentStop")
 """Events where ``continue: false`` means "stop", not "block"."""
+
+log = logging.getLogger("mol.hooks")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,34 @@ def matches(matcher: str, subject: str) -> bool:
 async def maybe_await(value: Any) -> Any:
     """Await ``value`` if it is awaitable (plugin hooks may return awaitables)."""
     return await value if inspect.isawaitable(value) else value
+
+
+@dataclass(frozen=True)
+class PluginFailed:
+    """A plugin hook that raised (or whose awaitable raised): the loop treats it as a
+    block before a call and as a withheld result after it."""
+
+    plugin: str
+    error: BaseException
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r} failed: {type(self.error).__name__}: {self.error}"
+
+
+def plugin_impls(caller: Any) -> list[Any]:
+    """The implementations of a pluggy hook, in the order pluggy calls them (newest first)."""
+    return list(reversed(caller.get_hookimpls()))
+
+
+async def call_plugin(impl: Any, hook: str, **kwargs: Any) -> Any:
+    """One plugin's outcome of ``hook`` (awaited), or ``PluginFailed`` when it raised; the
+    failure is logged with the plugin's name."""
+    try:
+        return await maybe_await(impl.function(*[kwargs[name] for name in impl.argnames]))
+    except Exception as exc:
+        failed = PluginFailed(impl.plugin_name, exc)
+        log.warning("%s in %s", failed, hook)
+        return failed
 
 
 def _argv(hook: CommandHook, root: Path) -> list[str]:

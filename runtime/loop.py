@@ -22,7 +22,16 @@ from mol.hcp.schema import AdapterConfig
 from mol.runtime import events as ev
 from mol.runtime import lifecycle
 from mol.runtime.engine import Completion, Delta, Engine, ToolCall
-from mol.runtime.hooks import HookSet, ToolCallInfo, Verdict, apply, maybe_await
+from mol.runtime.hooks import (
+    Block,
+    HookSet,
+    PluginFailed,
+    ToolCallInfo,
+    Verdict,
+    apply,
+    call_plugin,
+    plugin_impls,
+)
 from mol.runtime.policy import decide
 from mol.runtime.tools import Tool, ToolContext, ToolResult, parse_arguments, run_tool, to_result
 from mol.runtime.views import new_call_id
@@ -315,8 +324,12 @@ def _tool_payload(env: LoopEnv, event: str, info: ToolCallInfo, **extra: Any) ->
 async def _before(env: LoopEnv, info: ToolCallInfo) -> Verdict:
     verdict = Verdict()
     if env.plugin_hook is not None:
-        for outcome in env.plugin_hook.mol_before_tool_call(call=info, context=env.context):
-            if not apply(verdict, "plugin", await maybe_await(outcome)):
+        for impl in plugin_impls(env.plugin_hook.mol_before_tool_call):
+            outcome = await call_plugin(impl, "mol_before_tool_call", call=info,
+                                        context=env.context)
+            if isinstance(outcome, PluginFailed):  # a guard that fails must not let it pass
+                outcome = Block(str(outcome))
+            if not apply(verdict, "plugin", outcome):
                 break
             if verdict.arguments is not None:
                 info = ToolCallInfo(info.name, verdict.arguments, info.call_id, info.adapter)
@@ -336,10 +349,12 @@ async def _before(env: LoopEnv, info: ToolCallInfo) -> Verdict:
 
 async def _after(env: LoopEnv, info: ToolCallInfo, result: ToolResult) -> ToolResult:
     if env.plugin_hook is not None:
-        for replaced in env.plugin_hook.mol_after_tool_call(call=info, result=result,
-                                                            context=env.context):
-            replaced = await maybe_await(replaced)
-            if replaced is not None:
+        for impl in plugin_impls(env.plugin_hook.mol_after_tool_call):
+            replaced = await call_plugin(impl, "mol_after_tool_call", call=info, result=result,
+                                         context=env.context)
+            if isinstance(replaced, PluginFailed):
+                result = ToolResult(f"Error: the result was withheld: {replaced}", is_error=True)
+            elif replaced is not None:
                 result = to_result(replaced)
     response = {"content": result.content, "is_error": result.is_error}
     verdict = await lifecycle.fire(env.hook_sets, "PostToolUse",

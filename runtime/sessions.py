@@ -20,6 +20,7 @@ to continue the conversation there or fork a new one from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -127,6 +128,18 @@ def store_url_for(artifact: Any) -> str:
     return os.environ.get(STORE_ENV) or artifact.doc.session.store
 
 
+def _private_file(path: Path) -> None:
+    """Create ``path`` (and missing parent folders) readable by this user only: 0600, and
+    0700 folders. SQLite gives its ``-wal`` and ``-shm`` files the database's mode.
+    Existing files and folders keep theirs."""
+    missing = [folder for folder in [path.parent, *path.parent.parents] if not folder.exists()]
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
 class SQLiteSessionStore:
     """The embedded default ``SessionStore``: one SQLite file, WAL, full synchronous commits.
 
@@ -138,7 +151,7 @@ class SQLiteSessionStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None,
                                        check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -221,13 +234,17 @@ class SQLiteSessionStore:
     async def save(self, conversation: Conversation, record: TurnRecord | None,
                    log: TurnLog | None = None, parent: str | None = None) -> None:
         """Persist the conversation state and ``record`` in one transaction."""
-        state = json.dumps({"views": conversation.views, "pending": conversation.pending,
-                            "notes": conversation.notes}, ensure_ascii=False)
+        # Encoded in the worker thread (megabytes for a long history would hold the event
+        # loop), from a snapshot of the lists: messages themselves are never edited.
+        state = {"views": {a: list(v) for a, v in conversation.views.items()},
+                 "pending": {a: list(v) for a, v in conversation.pending.items()},
+                 "notes": {a: list(v) for a, v in conversation.notes.items()}}
         await self._run(self._save, conversation.id, state, record, log or TurnLog(), parent,
                         list(conversation.turns) if record is None else [record])
 
-    def _save(self, session_id: str, state: str, record: TurnRecord | None, log: TurnLog,
-              parent: str | None, records: list[TurnRecord]) -> None:
+    def _save(self, session_id: str, snapshot: dict[str, Any], record: TurnRecord | None,
+              log: TurnLog, parent: str | None, records: list[TurnRecord]) -> None:
+        state = json.dumps(snapshot, ensure_ascii=False)
         now = time.time()
         with self._tx() as db:
             db.execute(

@@ -203,6 +203,24 @@ def remove_container(container: str) -> None:
             raise
 
 
+def rename_container(container: str, name: str) -> None:
+    """Give a container a new name."""
+    client().api.rename(container, name)
+
+
+def kill_container(container: str) -> None:
+    """SIGKILL a container's init from outside: every process in it ends at once."""
+    import docker.errors
+
+    try:
+        client().api.kill(container)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "is not running" not in str(exc):
+            raise
+
+
 def container_state(container: str) -> dict[str, Any]:
     """The container's ``State`` (``Running``, ``ExitCode``, ``OOMKilled`` ...)."""
     return client().api.inspect_container(container)["State"]
@@ -249,6 +267,41 @@ def exec_run(container: str, command: list[str], *, user: str = "") -> tuple[int
     """Run a command to completion the ``docker exec`` way; returns (exit code, output)."""
     result = client().containers.get(container).exec_run(command, user=user)
     return result.exit_code, result.output
+
+
+# -- networks -------------------------------------------------------------------------
+
+
+def create_network(name: str, *, internal: bool, labels: dict[str, str]) -> str:
+    """Create a bridge network (``internal``: no route out of it); returns its id."""
+    return client().api.create_network(name, driver="bridge", internal=internal,
+                                       labels=labels, check_duplicate=True)["Id"]
+
+
+def connect_network(network: str, container: str, aliases: list[str]) -> None:
+    """Attach a container to a network under ``aliases`` (names others there resolve)."""
+    client().api.connect_container_to_network(container, network, aliases=aliases)
+
+
+def remove_network(network: str) -> None:
+    """Remove a network; gone is fine."""
+    import docker.errors
+
+    try:
+        client().api.remove_network(network)
+    except docker.errors.NotFound:
+        pass
+
+
+def list_networks(label: str) -> list[dict[str, Any]]:
+    """Every network carrying ``label``: ``Id``, ``Name``, ``Labels``."""
+    return client().api.networks(filters={"label": label})
+
+
+def container_address(container: str, network: str) -> str:
+    """A container's IP address on one of its networks."""
+    networks = client().api.inspect_container(container)["NetworkSettings"]["Networks"]
+    return networks[network]["IPAddress"]
 
 
 # -- files ----------------------------------------------------------------------------

@@ -11,14 +11,20 @@ engine) are left alone: their owner cannot be checked from here.
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mol.runtime import __version__
 
 LABEL = "org.mol.sandbox"
-"""Present on every sandbox container; its value is the session id (or ``pool``)."""
+"""Present on every sandbox container; its value says where it came from: ``session``
+(started for one) or ``pool`` (started ahead, for whichever session takes it); egress
+gateways and their networks carry ``egress``. Labels
+never change, so the session a sandbox belongs to is in its name (``container_name``)."""
 OWNER = "org.mol.owner"
 """``host/boot-id/pid/start-ticks`` of the runtime process that created the container."""
 VERSION = "org.mol.version"
@@ -78,13 +84,36 @@ def current() -> Owner:
     return Owner(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0)
 
 
-def labels(session_id: str) -> dict[str, str]:
-    """The labels of a new sandbox container owned by this process."""
-    return {LABEL: session_id or "-", OWNER: current().label(), VERSION: __version__}
+def labels(origin: str) -> dict[str, str]:
+    """The labels of a new sandbox container owned by this process (``origin``: ``session``
+    or ``pool``)."""
+    return {LABEL: origin, OWNER: current().label(), VERSION: __version__}
+
+
+POOL_NAME = "pool"
+_NAME = re.compile(r"^/?mol-(?:s-(?P<session>[A-Za-z0-9_.-]+)|pool)-[0-9a-f]{8}$")
+
+
+def container_name(session_id: str | None) -> str:
+    """A container name saying whose sandbox it is: ``mol-s-<session>-<8 hex>``, or
+    ``mol-pool-<8 hex>`` for a pool's waiting one (``None``). Characters Docker does not
+    allow in names become ``_``; long session ids are cut."""
+    suffix = secrets.token_hex(4)
+    if session_id is None:
+        return f"mol-{POOL_NAME}-{suffix}"
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", session_id or "-")[:96]
+    return f"mol-s-{safe}-{suffix}"
+
+
+def session_of(name: str) -> str | None:
+    """The (name-safe) session id a container name says, ``None`` for a pool's waiting one."""
+    match = _NAME.match(name)
+    return match["session"] if match else None
 
 
 async def gc_orphans() -> list[str]:
-    """Remove sandbox containers whose owning runtime is gone; returns their ids.
+    """Remove sandbox containers (and egress gateways and networks) whose owning runtime
+    is gone; returns their ids.
 
     The runtime calls this at startup; ``mol sandbox gc`` calls it on demand.
     """
@@ -92,9 +121,18 @@ async def gc_orphans() -> list[str]:
 
     removed = []
     for info in await docker.call(docker.list_containers, LABEL, what="list sandboxes"):
-        owner = Owner.parse(info.get("Labels", {}).get(OWNER, ""))
-        if owner is None or owner.alive() is not False:
-            continue
-        await docker.call(docker.remove_container, info["Id"], what="remove an orphan sandbox")
-        removed.append(info["Id"])
+        if _orphaned(info):
+            await docker.call(docker.remove_container, info["Id"],
+                              what="remove an orphan sandbox")
+            removed.append(info["Id"])
+    # Egress networks go after their containers (a network in use cannot be removed).
+    for info in await docker.call(docker.list_networks, LABEL, what="list sandbox networks"):
+        if _orphaned(info):
+            await docker.call(docker.remove_network, info["Id"], what="remove an orphan network")
+            removed.append(info["Id"])
     return removed
+
+
+def _orphaned(info: dict[str, Any]) -> bool:
+    found = Owner.parse((info.get("Labels") or {}).get(OWNER, ""))
+    return found is not None and found.alive() is False

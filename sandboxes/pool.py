@@ -10,9 +10,9 @@ A pool keeps ``size`` sandboxes ready for one image and one set of settings
 and refills in the background as they are taken. Its owner hands it in:
 ``open_runtime`` opens one when ``[sandbox] pool_size`` is above 0, and every
 session's sandbox is then taken from it (``open_sandbox(..., pool=pool)``).
-A taken sandbox belongs to its taker (removed when its ``async with`` ends); the ones still waiting
-are removed when the pool closes. Pool containers carry the session label
-``pool``.
+A taken sandbox belongs to its taker (removed when its ``async with`` ends) and is
+renamed after its session (``mol-s-<session>-…``); the ones still waiting
+(``mol-pool-…``, label ``org.mol.sandbox=pool``) are removed when the pool closes.
 """
 
 from __future__ import annotations
@@ -84,19 +84,27 @@ class SandboxPool:
             self._changed = anyio.Event()
             await self._changed.wait()
 
-    async def acquire(self) -> Sandbox:
-        """A started sandbox: a ready one at once, else a fresh one (cold start)."""
+    async def acquire(self, session_id: str = "") -> Sandbox:
+        """A started sandbox for ``session_id``: a ready one (renamed after the session, a
+        few milliseconds), else a fresh one (cold start)."""
         self._wanted.set()
         if self._ready:
-            return self._ready.pop()
-        sandbox = Sandbox(self.config, session_id="pool")
+            sandbox = self._ready.pop()
+            try:
+                await sandbox.assign(session_id)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await sandbox.close()
+                raise
+            return sandbox
+        sandbox = Sandbox(self.config, session_id=session_id)
         await sandbox.start()
         return sandbox
 
     async def _refill(self) -> None:
         while True:
             while len(self._ready) < self.size:
-                sandbox = Sandbox(self.config, session_id="pool")
+                sandbox = Sandbox(self.config, session_id=None)
                 try:
                     await sandbox.start()
                 except Exception as exc:  # logged and retried later: a pool never crashes

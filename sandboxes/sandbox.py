@@ -24,18 +24,11 @@ import anyio
 from mol.hcp.schema import SandboxConfig
 from mol.runtime.errors import PathEscape, SandboxError, ShellDied
 from mol.sandboxes import docker, files, owner
-from mol.sandboxes.shell import CONTROL_SCRIPT, SHELL_SCRIPT, CommandResult, Control, Shell
+from mol.sandboxes.egress import Gateway, proxy_environment
+from mol.sandboxes.hardening import ENVIRONMENT, hardening
+from mol.sandboxes.scripts import control_argv, shell_argv
+from mol.sandboxes.shell import KILL_DEADLINE, CommandResult, Control, Shell
 from mol.sandboxes.stream import MuxSocket
-
-ENVIRONMENT = {
-    "TERM": "dumb",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "LANG": "C.UTF-8",
-    "DEBIAN_FRONTEND": "noninteractive",
-    "TMPDIR": "/tmp",
-}
-"""Variables every sandbox starts with: no pagers or colour prompts waiting for a human."""
 
 MAX_FILE_BYTES = 64 << 20
 """Largest file ``read_file`` fetches out of a sandbox."""
@@ -53,38 +46,8 @@ _seeds: dict[str, bytes] = {}
 """Image id -> its workspace folder as a tar, for the few most recent images seeded."""
 
 
-def _volume(target: str, size: str, uid: int, gid: int) -> dict[str, Any]:
-    """A tmpfs-backed volume at ``target`` owned by the sandbox user (see docs/sandboxes.md)."""
-    return {"target": target, "driver_opts": {
-        "type": "tmpfs", "device": "tmpfs",
-        "o": f"size={size},uid={uid},gid={gid},mode=0755,nosuid,nodev"}}
-
-
-def hardening(config: SandboxConfig, *, uid: int, gid: int,
-              mounts: Sequence[str] = ()) -> dict[str, Any]:
-    """Container options enforcing ``config``'s limits (see docs/sandboxes.md); each of
-    ``mounts`` is one more writable folder, a tmpfs of ``tmp_size``."""
-    options: dict[str, Any] = {
-        "user": f"{uid}:{gid}",
-        "network_mode": config.network,
-        "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
-        "pids_limit": config.pids_limit,
-        "mem_limit": config.memory,
-        "memswap_limit": config.memory,  # equal to the memory limit: no swap on top
-        "nano_cpus": int(config.cpus * 1e9),
-        "init": True,
-        "read_only": config.read_only_root,
-        "tmpfs": {"/tmp": f"size={config.tmp_size},mode=1777,exec,nosuid,nodev"},
-        "shm_size": "64m",
-        "ipc_mode": "private",
-        "log_config": {"type": "none"},  # output never piles up in the engine's log files
-        "volume_mounts": [_volume(config.workspace, config.workspace_size, uid, gid),
-                          *(_volume(target, config.tmp_size, uid, gid) for target in mounts)],
-    }
-    if config.runtime:
-        options["runtime"] = config.runtime
-    return options
+LOCK_WAIT = 30.0
+"""Seconds ``close`` waits for a running command to end before removing the container."""
 
 
 class Sandbox:
@@ -95,10 +58,11 @@ class Sandbox:
     into the workspace (the workspace volume hides it otherwise).
     """
 
-    def __init__(self, config: SandboxConfig | None = None, *, session_id: str = "",
+    def __init__(self, config: SandboxConfig | None = None, *, session_id: str | None = "",
                  mounts: Sequence[str] = (), seed: bool = False) -> None:
         self.config = config or SandboxConfig()
         self.session_id = session_id
+        """The session it belongs to; ``None`` for a pool's sandbox nobody has taken yet."""
         self.mounts = tuple(mounts)
         self.seed = seed
         self.id = ""
@@ -107,11 +71,18 @@ class Sandbox:
         self._control: Control | None = None
         self._shell: Shell | None = None
         self._lock = anyio.Lock()
+        self._lost = False
+        """The sandbox stopped answering and its container was killed: replace it."""
+        self._gateway: Gateway | None = None
 
     @property
     def workspace(self) -> str:
         """The writable working directory inside the container."""
         return self.config.workspace
+
+    def tokens(self) -> list[str]:
+        """The marker tokens of its control and command shells (secrets no command sees)."""
+        return [part.token for part in (self._control, self._shell) if part is not None]
 
     async def __aenter__(self) -> Sandbox:
         if not self.id:
@@ -129,9 +100,16 @@ class Sandbox:
                                   what=f"inspect image {self.config.image}")
         self.uid, self.gid = await resolve_user(self.config, image)
         token = Shell.new_token()
-        self.id = await docker.call(
-            docker.create_container, self.config.image, what="create a sandbox container",
-            **self._create_options(token))
+        if self.config.egress == "allowlist":
+            self._gateway = Gateway(self.config)
+            await self._gateway.start()
+        try:
+            self.id = await docker.call(
+                docker.create_container, self.config.image, what="create a sandbox container",
+                **self._create_options())
+        except BaseException:
+            await self._remove()
+            raise
         try:
             # Attached before the start, the stream ends if the container exits at once.
             sock = await docker.call(docker.attach_socket, self.id, what="attach to the sandbox")
@@ -146,21 +124,35 @@ class Sandbox:
             await self.close()
             if isinstance(exc, ShellDied | TimeoutError):
                 raise SandboxError(f"the sandbox in image {self.config.image} did not start "
-                                   f"(the image needs bash): {exc}") from exc
+                                   "(the image needs bash, and setpriv for a non-root user): "
+                                   f"{exc}") from exc
             raise
 
-    def _create_options(self, token: str) -> dict[str, Any]:
-        return {
+    def _create_options(self) -> dict[str, Any]:
+        options = {
             "entrypoint": ["bash"],
-            "command": ["--noprofile", "--norc", "-c", CONTROL_SCRIPT, "bash", token],
+            "command": control_argv(),
             "stdin_open": True,
             "detach": True,
             "working_dir": self.workspace,
             "environment": ENVIRONMENT,
             "hostname": "sandbox",
-            "labels": owner.labels(self.session_id),
+            "name": owner.container_name(self.session_id),
+            "labels": owner.labels("pool" if self.session_id is None else "session"),
             **hardening(self.config, uid=self.uid, gid=self.gid, mounts=self.mounts),
         }
+        if self.config.egress == "none":
+            options["network_mode"] = "none"
+        elif self._gateway is not None:  # alone with its gateway on an internal network
+            options["network_mode"] = self._gateway.network
+            options["environment"] = {**ENVIRONMENT, **proxy_environment()}
+        return options
+
+    async def assign(self, session_id: str) -> None:
+        """Hand a pool's sandbox to a session: its container is renamed after it."""
+        self.session_id = session_id
+        await docker.call(docker.rename_container, self.id, owner.container_name(session_id),
+                          what="name the sandbox after its session")
 
     async def _seed(self, image_id: str) -> None:
         """Copy the image's workspace folder into the workspace volume, owned by the user."""
@@ -185,7 +177,7 @@ class Sandbox:
     async def _new_shell(self) -> None:
         try:
             await self._open_shell()
-        except SandboxError:
+        except (SandboxError, ShellDied):
             # No pid left for the new shell (a fork bomb): clear the sandbox, try once more.
             assert self._control is not None
             await self._control.sweep(None, [])
@@ -194,10 +186,9 @@ class Sandbox:
     async def _open_shell(self) -> None:
         token = Shell.new_token()
         sock = await docker.call(
-            docker.exec_socket, self.id,
-            ["bash", "--noprofile", "--norc", "-c", SHELL_SCRIPT, "bash", token],
-            what="start the sandbox shell", user=f"{self.uid}:{self.gid}",
-            workdir=self.workspace, environment={})
+            docker.exec_socket, self.id, shell_argv(self.uid, self.gid),
+            what="start the sandbox shell", user="0:0", workdir=self.workspace,
+            environment={})
         assert self._control is not None
         shell = Shell(MuxSocket(sock), token, self._control,
                       pids_limit=self.config.pids_limit)
@@ -209,16 +200,47 @@ class Sandbox:
         self._shell = shell
 
     async def close(self) -> None:
-        """Remove the container and everything in it; safe to call twice."""
+        """Remove the container and everything in it; safe to call twice.
+
+        A command still running gets ``LOCK_WAIT`` seconds to end first, so a sandbox is
+        never removed under a command that another task is reading.
+        """
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(LOCK_WAIT):
+                async with self._lock:
+                    await self._remove()
+                    return
+            await self._remove()
+
+    async def _remove(self) -> None:
         if self._shell:
             self._shell.close()
         if self._control:
             self._control.close()
         self._shell = self._control = None
         container, self.id = self.id, ""
-        if container:
-            with anyio.CancelScope(shield=True):
+        gateway, self._gateway = self._gateway, None
+        with anyio.CancelScope(shield=True):
+            if container:
                 await docker.call(docker.remove_container, container, what="remove the sandbox")
+            if gateway is not None:
+                await gateway.close()
+
+    async def _kill(self) -> None:
+        """Kill the container from outside (the Docker engine): every process in it ends."""
+        self._lost = True
+        with anyio.CancelScope(shield=True):
+            try:
+                await docker.call(docker.kill_container, self.id, what="kill the sandbox",
+                                  deadline=KILL_DEADLINE)
+            except SandboxError:
+                pass  # removed when it is replaced or closed, which force-kills it anyway
+
+    async def _replace(self) -> None:
+        """A fresh container for a sandbox that stopped answering."""
+        await self._remove()
+        self._lost = False
+        await self.start()
 
     async def run(self, command: str, *, timeout: float | None = None,  # noqa: ASYNC109 (kills in-sandbox processes)
                   on_output: Callable[[bytes], None] | None = None) -> CommandResult:
@@ -226,21 +248,30 @@ class Sandbox:
 
         ``timeout`` defaults to ``[sandbox] timeout_sec``; past it the command and
         every process it started are killed. ``on_output`` sees raw output as it
-        arrives (for streaming); the result keeps at most ``max_output_bytes``.
+        arrives (for streaming); the result keeps at most ``max_output_bytes``. A
+        sandbox that stopped answering is killed, and the next command runs in a fresh
+        one (the result says so).
         """
         if "\0" in command:
             raise ValueError("a command cannot contain a NUL byte")
         if not self.id:
             raise SandboxError("the sandbox is not running")
         async with self._lock:
+            replaced = self._lost
+            if replaced:
+                await self._replace()
             fresh = self._shell is None or not self._shell.alive
             if fresh:
                 await self._new_shell()
-            assert self._shell is not None
+            assert self._shell is not None and self._control is not None
             result = await self._shell.run(
                 command, timeout=timeout or self.config.timeout_sec,
                 limit=self.config.max_output_bytes, on_output=on_output)
-            return dataclasses.replace(result, fresh_shell=fresh) if fresh else result
+            if not self._control.alive:
+                await self._kill()
+            if fresh or replaced:
+                result = dataclasses.replace(result, fresh_shell=fresh, fresh_sandbox=replaced)
+            return result
 
     # -- files --------------------------------------------------------------------------
 
@@ -318,7 +349,7 @@ async def open_sandbox(config: SandboxConfig | None = None, *, session_id: str =
     given and serves these settings, else started cold."""
     config = config or SandboxConfig()
     if pool is not None and pool.serves(config):
-        sandbox = await pool.acquire()
+        sandbox = await pool.acquire(session_id)
     else:
         sandbox = Sandbox(config, session_id=session_id)
     async with sandbox:

@@ -1,25 +1,28 @@
-"""The persistent shell protocol: one bash per sandbox, fed commands, answering with markers.
+"""The persistent shell protocol: commands in, output and end markers out.
 
-The command shell is ``bash`` started once through ``docker exec`` with its
-stdin, stdout and stderr on one socket. Its script (``SHELL_SCRIPT``) moves
-the socket to fd 63 and points stdin at ``/dev/null`` (a command that reads
-stdin sees end of input instead of stealing the protocol), then loops: read a
-command up to a NUL byte, ``eval`` it in the shell itself (so ``cd``,
-``export``, functions and options persist), stderr merged into stdout, and
-print ``__mol_<token>_<status>\\n``. An ``EXIT`` trap prints
-``__mol_<token>_exit <status>`` when the shell itself ends, so ``exit`` is
-noticed at once even when a background job still holds the output open.
+A sandbox runs three kinds of process (``mol.sandboxes.scripts`` has their programs):
+the *control shell* (the container's main process, reached through the attach socket),
+the *command shell* (one ``docker exec``, kept open) and, per command, the *command*
+itself: a bash of the sandbox user that the command shell forks, restoring the shell
+state (working directory, variables, functions, options, ``$?``) the previous command
+left. ``Shell.run`` sends a command up to a NUL byte and reads its output up to the end
+marker ``__mol_<token>_<status>``, which only the command shell prints, after the
+command's process ended: the command, another user, can neither read the token nor make
+its end come early.
 
-Timeouts are enforced from outside by the *control shell*: the container's
-main process, a second bash reached through the attach socket that only runs
-builtins (so it works even when a fork bomb holds every pid). On a timeout it
-kills every process that started since the command began, except the shells
-and init; process groups and ``setsid`` do not hide a process from it. The
-command shell then prints its marker and lives on; if it does not (the
-command was a loop of builtins), the shell is killed and the next command
-starts a fresh one. After timeouts, slow commands, and at most once a second
-otherwise, the control shell also counts processes: a fork bomb left running
-in the background (near ``pids_limit``) is swept away whole.
+Timeouts are enforced from outside by the control shell, root with only ``CAP_KILL`` and
+running builtins at a higher priority than any command, so it answers even while a fork
+bomb holds every pid and every cycle the sandbox may use. On a timeout it stops, then
+kills, every process started since the command began, sparing only init, the two shells
+(recorded by pid and start time) and the command's own shell; process groups, ``setsid``
+and environment variables hide nothing from it. The command's shell then gets ``GRACE``
+seconds to report (keeping the state it had), else it is killed too. Whatever a command
+does, its result comes within its timeout plus ``MAX_GRACE``; if the sandbox no longer
+answers by then, the ``Sandbox`` kills its container from outside and replaces it.
+
+After timeouts, slow commands, and at most once a second otherwise, the control shell
+also counts processes: a fork bomb left running in the background (near
+``pids_limit``) is swept away whole.
 """
 
 from __future__ import annotations
@@ -37,80 +40,40 @@ from mol.runtime.errors import ShellDied
 from mol.sandboxes.output import OutputCap
 from mol.sandboxes.stream import STDOUT, MarkerScanner, MuxSocket
 
-SHELL_SCRIPT = r"""
-exec 63<&0 </dev/null
-__mol_mark="__mol_$1_"
-trap 'builtin printf "%sexit %d\n" "$__mol_mark" "$?"' EXIT
-__mol_status() { return "$1"; }
-__mol_rc=0
-__mol_n=0
-while IFS= builtin read -r -d '' -u 63 __mol_cmd; do
-  (( __mol_n += 1 ))
-  builtin export MOL_COMMAND="$1-$__mol_n"
-  __mol_status "$__mol_rc"
-  builtin eval "$__mol_cmd" 2>&1
-  __mol_rc=$?
-  builtin printf '%s%d\n' "$__mol_mark" "$__mol_rc"
-done
-"""
-"""The command shell's loop; ``$1`` is the marker token."""
-
-CONTROL_SCRIPT = r"""
-__mol_mark="__mol_$1_"
-__mol_sweep() {
-  local up ticks since=0 p stat pass found tag v killed=0 spare=" 1 $$ ${*:3} "
-  local -a f e
-  builtin read -r up _ </proc/uptime
-  ticks=${up/./}
-  (( $1 < 0 )) || since=$(( 10#$ticks - $1 ))
-  for (( pass = 0; pass < 200; pass++ )); do
-    found=0
-    for p in /proc/[0-9]*; do
-      p=${p#/proc/}
-      [[ $spare == *" $p "* ]] && continue
-      builtin read -r stat 2>/dev/null <"/proc/$p/stat" || continue
-      builtin read -r -a f <<<"${stat##*) }"
-      (( f[19] >= since )) || continue
-      if [[ $2 != - ]]; then  # spare what an earlier command started (its MOL_COMMAND)
-        tag=""
-        builtin mapfile -d '' -t e 2>/dev/null <"/proc/$p/environ"
-        for v in "${e[@]}"; do [[ $v == MOL_COMMAND=* ]] && tag=${v#MOL_COMMAND=}; done
-        [[ -z $tag || $tag == "$2" ]] || continue
-      fi
-      builtin kill -KILL "$p" 2>/dev/null && found=1 && killed=$(( killed + 1 ))
-    done
-    (( found )) || break
-  done
-  builtin printf '%s%d\n' "$__mol_mark" "$killed"
-}
-__mol_count() { local -a all=(/proc/[0-9]*); builtin printf '%s%d\n' "$__mol_mark" "${#all[@]}"; }
-__mol_kill() { builtin kill "$@" 2>/dev/null; builtin printf '%s%d\n' "$__mol_mark" "$?"; }
-while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
-"""
-"""The control shell (the container's main process). ``__mol_sweep TICKS TAG PIDS...``
-kills every process started in the last TICKS clock ticks (whenever, for -1) except
-PIDS, init and itself, and except processes whose ``MOL_COMMAND`` names another command
-than TAG (``-``: kill regardless). The command shell exports ``MOL_COMMAND`` per command;
-forked subshells that never exec'd carry none and count as recent."""
-
 TICKS_PER_SECOND = 100
 """Linux ``USER_HZ``: the unit of ``/proc/uptime`` decimals and of process start times."""
 
 CONTROL_DEADLINE = 30.0
-"""Seconds the control shell may take to answer (a sweep of a fork bomb included)."""
+"""Seconds the control shell may take to answer an ordinary request."""
+
+STOP_DEADLINE = 2.0
+"""Seconds the control shell may take to answer while a timed-out command is stopped."""
 
 SLOW = 0.25
 """Seconds after which a command's end also checks the sandbox's process count."""
 
 BOMB_SHARE = 0.75
-"""Share of ``pids_limit`` in processes (not threads) at which every process but the shell
+"""Share of ``pids_limit`` in processes (not threads) at which every process but the shells
 is killed: a fork bomb pinned at the limit, most likely."""
 
 CHECK_EVERY = 1.0
 """Seconds between process-count checks after quick commands."""
 
 GRACE = 3.0
-"""Seconds a command shell gets to report after its command's processes were killed."""
+"""Seconds a command's shell gets to report after the processes it started were killed."""
+
+REPORT = 1.0
+"""Seconds the command shell gets to report once the command's shell was killed too."""
+
+KILL_DEADLINE = 5.0
+"""Seconds the Docker engine gets to kill a sandbox that stopped answering."""
+
+MAX_GRACE = 5 * STOP_DEADLINE + GRACE + REPORT + KILL_DEADLINE
+"""The most a command's result may come after its timeout, whatever the command does:
+five answers of the control shell (the sweep, a process count and a bomb sweep, killing
+the command's shell, then the command shell), the grace, the last report and, if the
+sandbox no longer answers, killing its container from outside. Usually it is well under
+a second."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +83,7 @@ class CommandResult:
     output: str
     """Output (stderr merged into stdout), printable, head and tail kept within the cap."""
     exit_code: int | None
-    """The command's exit status; ``None`` when the shell died or was killed."""
+    """The command's exit status; ``None`` when the sandbox stopped answering."""
     timed_out: bool = False
     timeout: float = 0.0
     total_bytes: int = 0
@@ -128,32 +91,41 @@ class CommandResult:
     dropped_bytes: int = 0
     """Bytes left out of ``output`` (the middle of a long output)."""
     shell_exited: bool = False
-    """The shell ended during this command (``exit``, ``set -e``, killed after a timeout)."""
+    """The sandbox stopped answering during this command and was killed; the next command
+    runs in a fresh one."""
     fresh_shell: bool = False
-    """This command ran in a fresh shell because the previous one had ended."""
+    """This command ran in a fresh command shell (the shell state was kept)."""
+    fresh_sandbox: bool = False
+    """This command ran in a fresh sandbox: the previous one had stopped answering."""
+    state_lost: bool = False
+    """The command's shell was killed, so what it changed of the shell state is lost."""
     process_limit_kills: int = 0
     """Processes killed because the sandbox hit ``pids_limit`` after this command."""
     duration: float = 0.0
 
     def notes(self) -> list[str]:
-        """Plain sentences about timeouts, truncation and shell restarts."""
+        """Plain sentences about timeouts, truncation and replaced sandboxes."""
         notes = []
-        if self.fresh_shell:
-            notes.append("A fresh shell was started for this command (the previous one had "
-                         "exited): working directory and variables were reset.")
+        if self.fresh_sandbox:
+            notes.append("A fresh sandbox was started for this command (the previous one had "
+                         "stopped answering): files, working directory and variables were "
+                         "reset.")
         if self.timed_out:
             notes.append(f"Timed out after {self.timeout:g} s: the command and every process "
                          "it started were killed.")
+        if self.state_lost:
+            notes.append("The command's changes to the working directory and variables were "
+                         "not kept.")
         if self.dropped_bytes:
             notes.append(f"Output truncated: {self.dropped_bytes} of {self.total_bytes} bytes "
                          "were dropped from the middle.")
         if self.process_limit_kills:
             notes.append(f"The sandbox reached its process limit (a fork bomb?): "
                          f"{self.process_limit_kills} processes were killed, all but the "
-                         "shell.")
+                         "shells.")
         if self.shell_exited:
-            notes.append("The shell exited; the next command starts a fresh one (working "
-                         "directory and variables reset).")
+            notes.append("The sandbox stopped answering and was killed; the next command "
+                         "starts in a fresh one (files in the workspace are lost).")
         if self.exit_code is not None and self.exit_code >= 128 and not self.timed_out:
             signal = self.exit_code - 128
             hint = " (out of memory?)" if signal == 9 else ""
@@ -170,40 +142,57 @@ class CommandResult:
 
 
 class Control:
-    """The container's main bash: kills processes by start time, using builtins only."""
+    """The container's main bash (root, ``CAP_KILL`` only): stops and kills processes."""
 
     def __init__(self, sock: MuxSocket, token: str) -> None:
         self._sock = sock
+        self.token = token
+        """The marker token (a secret: sent on the control shell's stdin, never shown)."""
         self._scanner = MarkerScanner(f"__mol_{token}_".encode())
         self._lock = anyio.Lock()
         self.pid = 0
+        self.alive = True
 
     async def handshake(self) -> int:
-        """Check the control shell answers; returns its pid."""
-        self.pid = int(await self._ask("builtin printf '%s%d\\n' \"$__mol_mark\" $$"))
+        """Hand the control shell its token and check it answers; returns its pid."""
+        await self._sock.send(self.token.encode() + b"\n")
+        self.pid = int(await self._ask("__mol_say $$"))
         return self.pid
 
-    async def sweep(self, seconds: float | None, spare: list[int], tag: str = "-") -> int:
-        """Kill every process that started in the last ``seconds`` (``None``: whenever)
-        for command ``tag``, except ``spare``; returns how many were killed."""
+    async def sweep(self, seconds: float | None, spare: list[tuple[int, int]], keep: int = -1,
+                    deadline: float = CONTROL_DEADLINE) -> int:
+        """Stop, then kill, every process that started in the last ``seconds`` (``None``:
+        whenever), except the ``(pid, start)`` in ``spare`` and the children of ``keep``;
+        returns how many were killed."""
         ticks = -1 if seconds is None else math.ceil(seconds * TICKS_PER_SECOND) + 2
-        pids = " ".join(map(str, spare))
-        return int(await self._ask(f"__mol_sweep {ticks} {tag or '-'} {pids}"))
+        recorded = " ".join(f"{pid}:{start}" for pid, start in spare)
+        return int(await self._ask(f"__mol_sweep {ticks} {keep} {recorded}", deadline))
 
-    async def count(self) -> int:
+    async def kill_children(self, pid: int, deadline: float = CONTROL_DEADLINE) -> int:
+        """Kill the children of ``pid``; returns how many."""
+        return int(await self._ask(f"__mol_children {pid}", deadline))
+
+    async def started(self, pid: int) -> int:
+        """A process's start time in clock ticks since boot (-1: no such process)."""
+        return int(await self._ask(f"__mol_started {pid}"))
+
+    async def count(self, deadline: float = CONTROL_DEADLINE) -> int:
         """How many processes the sandbox holds."""
-        return int(await self._ask("__mol_count"))
+        return int(await self._ask("__mol_count", deadline))
 
-    async def kill(self, pid: int, signal: str = "KILL") -> None:
+    async def kill(self, pid: int, signal: str = "KILL",
+                   deadline: float = CONTROL_DEADLINE) -> None:
         """Send ``signal`` (default SIGKILL) to one process."""
-        await self._ask(f"__mol_kill -{signal} {pid}")
+        await self._ask(f"__mol_kill -{signal} {pid}", deadline)
 
-    async def _ask(self, line: str) -> str:
+    async def _ask(self, line: str, deadline: float = CONTROL_DEADLINE) -> str:
+        if not self.alive:
+            raise ShellDied("the sandbox's control shell stopped answering")
         # Shielded: an exchange cut in half would leave its answer to the next question.
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 try:
-                    with anyio.fail_after(CONTROL_DEADLINE):
+                    with anyio.fail_after(deadline):
                         await self._sock.send(line.encode() + b"\n")
                         return await self._answer()
                 except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
@@ -221,37 +210,44 @@ class Control:
 
     def close(self) -> None:
         """Drop the connection (the control shell keeps running until the container goes)."""
+        self.alive = False
         self._sock.close()
 
 
 class Shell:
-    """One persistent command shell; not safe for concurrent commands (the sandbox locks)."""
+    """One command shell; not safe for concurrent commands (the sandbox locks)."""
 
     def __init__(self, sock: MuxSocket, token: str, control: Control, *,
                  pids_limit: int = 0) -> None:
         self._sock = sock
+        self.token = token
+        """The marker token (a secret: sent on the shell's stdin, never shown)."""
         self._scanner = MarkerScanner(f"__mol_{token}_".encode())
         self._control = control
         self._pids_limit = pids_limit
-        self._token = token
-        self._count = 0
         self._checked = time.monotonic()
         self._bomb_kills = 0
         self._stderr: deque[bytes] = deque(maxlen=16)
-        self.pid = 0
+        self.pid = self.start = 0
         self.alive = True
 
     @staticmethod
     def new_token() -> str:
-        """A marker token no command output contains by accident."""
-        return secrets.token_hex(8)
+        """A marker token nobody can guess."""
+        return secrets.token_hex(16)
 
     async def handshake(self, timeout: float = 30.0) -> int:  # noqa: ASYNC109 (kills in-sandbox processes)
-        """Check the shell answers; returns its pid."""
-        result = await self.run("builtin echo $$", timeout=timeout, limit=1024)
-        if result.exit_code != 0:
-            raise ShellDied(f"the sandbox shell did not start: {self.diagnostics() or result}")
-        self.pid = int(result.output.strip())
+        """Hand the shell its token and check it answers; returns its pid."""
+        try:
+            with anyio.fail_after(timeout):
+                await self._sock.send(self.token.encode() + b"\0")
+                word = await self._next_marker()
+        except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+            self.close()
+            raise ShellDied(f"the sandbox shell did not start: {self.diagnostics() or exc}") \
+                from None
+        self.pid = int(word)
+        self.start = await self._control.started(self.pid)
         await self._reap()
         return self.pid
 
@@ -261,7 +257,11 @@ class Shell:
 
     async def run(self, command: str, *, timeout: float, limit: int,  # noqa: ASYNC109 (kills in-sandbox processes)
                   on_output: Callable[[bytes], None] | None = None) -> CommandResult:
-        """Run ``command`` in the shell; output beyond ``limit`` bytes keeps head and tail."""
+        """Run ``command``; output beyond ``limit`` bytes keeps head and tail.
+
+        A sandbox that stops answering (``ShellDied``) ends the result with
+        ``shell_exited``; the caller replaces the sandbox.
+        """
         if not self.alive:
             raise ShellDied("the shell has exited")
         cap = OutputCap(limit)
@@ -272,34 +272,39 @@ class Shell:
                 on_output(data)
 
         self._scanner.sink = sink
-        self._count += 1
         started = time.monotonic()
         word: str | None = None
-        timed_out = False
+        timed_out = lost = False
         try:
             await self._sock.send(command.encode("utf-8", "surrogateescape") + b"\0")
             with anyio.move_on_after(timeout):
                 word = await self._next_marker()
             if word is None:
                 timed_out = True
-                word = await self._stop(time.monotonic() - started)
+                word, lost = await self._stop(time.monotonic() - started)
         except (anyio.EndOfStream, anyio.BrokenResourceError):
+            word = None
+        except ShellDied:
             word = None
         except BaseException:
             # Cancelled (or the output callback failed) mid-command: this shell's stream is
             # no longer in step with its commands, so end the command and the shell.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(MAX_GRACE):
                 await self._abandon(time.monotonic() - started)
             raise
-        if word is None or word.startswith("exit"):
+        if word is None:
             self.close()
         duration = time.monotonic() - started
         reaped, self._bomb_kills = self._bomb_kills, 0
-        if not reaped and self.pid and self._check_due(duration):
-            reaped = await self._reap()
+        if self.alive and not timed_out and self._check_due(duration):
+            try:
+                reaped = await self._reap()
+            except ShellDied:
+                self.close()
         return CommandResult(
             output=cap.text(), exit_code=_status(word), timed_out=timed_out, timeout=timeout,
-            total_bytes=cap.total, dropped_bytes=cap.dropped, shell_exited=not self.alive,
+            total_bytes=cap.total, dropped_bytes=cap.dropped,
+            shell_exited=not self._control.alive, state_lost=lost,
             process_limit_kills=reaped, duration=duration)
 
     def _check_due(self, duration: float) -> bool:
@@ -312,12 +317,17 @@ class Shell:
             return True
         return False
 
-    async def _reap(self) -> int:
+    async def _reap(self, deadline: float = CONTROL_DEADLINE) -> int:
         """Near the process limit (a fork bomb, most likely), kill every other process."""
         limit = self._pids_limit
-        if not limit or await self._control.count() < BOMB_SHARE * limit:
+        if not limit or await self._control.count(deadline) < BOMB_SHARE * limit:
             return 0
-        return max(1, await self._control.sweep(None, [self.pid] if self.alive else []))
+        # (The command shell's child is the next command's shell, waiting: it is spared.)
+        return max(1, await self._control.sweep(None, self._recorded(), keep=self.pid,
+                                                deadline=deadline))
+
+    def _recorded(self) -> list[tuple[int, int]]:
+        return [(self.pid, self.start)] if self.pid else []
 
     async def _next_marker(self) -> str:
         while True:
@@ -329,21 +339,27 @@ class Shell:
                 if word is not None:
                     return word
 
-    async def _stop(self, elapsed: float) -> str | None:
-        """After a timeout: kill what the command started, then let the shell report."""
-        await self._control.sweep(elapsed, [self.pid], f"{self._token}-{self._count}")
+    async def _stop(self, elapsed: float) -> tuple[str | None, bool]:
+        """After a timeout: kill what the command started, then let its shell report (else
+        kill that too). Returns the marker's word and whether the shell state was lost."""
+        await self._control.sweep(elapsed, self._recorded(), keep=self.pid,
+                                  deadline=STOP_DEADLINE)
         # A fork bomb left by an earlier command may be what held this one up.
-        self._bomb_kills = await self._reap()
+        self._bomb_kills = await self._reap(STOP_DEADLINE)
         with anyio.move_on_after(GRACE):
-            return await self._next_marker()
-        # A loop of builtins runs in the shell itself: only killing the shell stops it.
-        await self._control.kill(self.pid)
-        return None
+            return await self._next_marker(), False
+        # A loop of builtins runs in the command's shell itself: only killing it stops it.
+        await self._control.kill_children(self.pid, STOP_DEADLINE)
+        with anyio.move_on_after(REPORT):
+            return await self._next_marker(), True
+        await self._control.kill(self.pid, deadline=STOP_DEADLINE)
+        return None, True
 
     async def _abandon(self, elapsed: float) -> None:
         try:
-            await self._control.sweep(elapsed, [self.pid], f"{self._token}-{self._count}")
-            await self._control.kill(self.pid)
+            await self._control.sweep(elapsed, self._recorded(), keep=self.pid,
+                                      deadline=STOP_DEADLINE)
+            await self._control.kill_children(self.pid, STOP_DEADLINE)
         except ShellDied:
             pass  # the control shell is gone too; the error being raised says more
         finally:
@@ -356,6 +372,6 @@ class Shell:
 
 
 def _status(word: str | None) -> int | None:
-    """The exit status in a marker word: ``0``, ``127``, ``exit 3``."""
-    digits = (word or "").removeprefix("exit").strip()
+    """The exit status in a marker word: ``0``, ``127``."""
+    digits = (word or "").strip()
     return int(digits) if digits.isdigit() else None

@@ -41,3 +41,16 @@ def test_links_between_docs_resolve():
             if not (doc.parent / target).exists():
                 broken.append(f"{doc.name} -> {target}")
     assert broken == []
+
+
+def test_the_attacks_security_md_names_are_tests():
+    text = (ROOT / "docs" / "security.md").read_text()
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::([\w*]+))?`", text)
+    assert len(named) > 10
+    missing = []
+    for path, test in named:
+        source = (ROOT / path).read_text() if (ROOT / path).exists() else ""
+        pattern = (test or "").replace("*", r"\w*")
+        if not source or (test and not re.search(rf"def {pattern}\(", source)):
+            missing.append(f"{path}::{test}")
+    assert missing == []

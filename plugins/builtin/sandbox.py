@@ -6,7 +6,7 @@ on first use with the HCP's ``[sandbox]`` settings and removed when the
 session ends, so ``cd``, ``export`` and files carry over between turns.
 
 What a tool returns is what the model reads: the output, the exit code, and a
-plain note on a timeout, on truncation or on a restarted shell. A failure
+plain note on a timeout, on truncation or on a replaced sandbox. A failure
 (a missing file, a path outside the workspace, no Docker engine) is an error
 result the model reads, never an exception.
 """

@@ -1,5 +1,6 @@
 """What several CLI commands share: the ``--hcp`` option, loading the artifact, opening
-the session store, and a stored session for ``mol run`` / ``mol chat``.
+the session store, a stored session for ``mol run`` / ``mol chat``, text made safe for a
+terminal, and ending on SIGTERM/SIGHUP with everything closed.
 
 Commands import from here, never from each other.
 """
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +120,87 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
             yield CliSession(conversation, recorder.checkpoint, recorder)
 
     return context()
+
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+"""Characters a terminal acts on, or that reorder text: C0 controls but tab and newline,
+DEL, C1 controls, and the bidirectional overrides and isolates."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\u202e``):
+    model and tool text cannot clear the screen, set the title, write the clipboard
+    (OSC 52) or reorder what a person reads."""
+    return _UNSAFE.sub(_escape, text.replace("\r\n", "\n"))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class Stopped:
+    """Which signal ended a block run under ``ended_by_signals`` (``None``: none did)."""
+
+    signal: int | None = None
+
+    def exit_code(self, code: int) -> int:
+        """``code``, or 128 plus the signal's number when one ended the block."""
+        return code if self.signal is None else 128 + self.signal
+
+
+@asynccontextmanager
+async def ended_by_signals() -> AsyncIterator[Stopped]:
+    """SIGTERM and SIGHUP cancel the block instead of killing the process at once, so
+    what it opened (a sandbox, MCP servers) is closed on the way out."""
+    import signal
+
+    import anyio
+
+    stopped = Stopped()
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for number in signals:
+                    stopped.signal = int(number)
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(watch)
+        try:
+            yield stopped
+        finally:
+            group.cancel_scope.cancel()
+
+
+async def blocking_call(func: Any, *args: Any) -> Any:
+    """``func(*args)`` (``input``, a read of stdin) in a daemon thread: when the caller is
+    cancelled (a signal), it stops waiting at once and the process can exit with the
+    thread still blocked, which a pooled worker thread would not allow."""
+    import threading
+
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
+
+    outcome: list[Any] = []
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def work() -> None:
+        try:
+            outcome.append((True, func(*args)))
+        except BaseException as exc:  # handed to the caller, which raises it
+            outcome.append((False, exc))
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except RuntimeError:
+            pass  # the event loop is gone: nobody waits any more
+
+    threading.Thread(target=work, daemon=True, name="mol stdin").start()
+    await done.wait()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

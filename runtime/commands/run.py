@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from mol.runtime.commands.common import add_hcp_argument, load_artifact
+from mol.runtime.commands.common import add_hcp_argument, load_artifact, terminal_text
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +16,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "engine.api_base (also $MOL_ENGINE_URL)")
     parser.add_argument("--session", metavar="ID", help="continue (or start) the stored "
                         "session ID (see 'mol sessions list')")
+    parser.add_argument("--raw", action="store_true",
+                        help="print model and tool text as it is, control sequences included "
+                        "(at a terminal they are shown escaped by default)")
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
@@ -33,8 +36,16 @@ def configure_chat(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=chat)
 
 
+def shown(text: str, raw: bool, stream: Any = None) -> str:
+    """``text`` as it may be written to ``stream`` (stdout): escaped at a terminal unless
+    ``raw``, so model output cannot drive the terminal."""
+    stream = sys.stdout if stream is None else stream
+    return text if raw or not stream.isatty() else terminal_text(text)
+
+
 class Progress:
-    """Shows what a turn does on stderr (route, tools, UI checks), for people at a terminal."""
+    """Shows what a turn does on stderr (route, tools, UI checks), for people at a terminal;
+    model and tool text in it is always escaped."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -59,42 +70,50 @@ class Progress:
             line = (f"{event.adapter} UI: " + ("valid" if event.valid else f"{count} problems")
                     + ("" if event.final else ", sent back for repair"))
         if line:
-            print(f"\033[2m[mol] {line}\033[0m", file=sys.stderr, flush=True)
+            print(f"\033[2m[mol] {terminal_text(line)}\033[0m", file=sys.stderr, flush=True)
 
 
-def _json_printer(event: Any) -> None:
-    print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
+def _json_printer(raw: bool) -> Any:
+    # At a terminal, every non-ASCII character is a \u escape: still JSON, and inert.
+    ascii_only = not raw and sys.stdout.isatty()
+
+    def printer(event: Any) -> None:
+        print(json.dumps(event.to_dict(), ensure_ascii=ascii_only), flush=True)
+
+    return printer
 
 
 async def run(args: argparse.Namespace) -> int:
     """One turn: print only the answer (or, with --json, the events)."""
     from mol.runtime.app import open_runtime
-    from mol.runtime.commands.common import stored_session
+    from mol.runtime.commands.common import ended_by_signals, stored_session
 
     artifact = load_artifact(args.hcp)
-    on_event = _json_printer if args.json else Progress(sys.stderr.isatty())
-    async with (
-        stored_session(artifact, args.session) as session,
-        open_runtime(artifact, engine_url=args.engine_url, conversation=session.conversation,
-                     checkpoint=session.checkpoint) as harness,
-    ):
-        result = await harness.turn(" ".join(args.prompt), on_event=session.observe(on_event))
-    if not args.json:
-        print(result.answer)
-    return 0
+    on_event = _json_printer(args.raw) if args.json else Progress(sys.stderr.isatty())
+    async with ended_by_signals() as stopped:
+        async with (
+            stored_session(artifact, args.session) as session,
+            open_runtime(artifact, engine_url=args.engine_url,
+                         conversation=session.conversation,
+                         checkpoint=session.checkpoint) as harness,
+        ):
+            result = await harness.turn(" ".join(args.prompt),
+                                        on_event=session.observe(on_event))
+        if not args.json:
+            print(shown(result.answer, args.raw))
+    return stopped.exit_code(0)
 
 
 async def chat(args: argparse.Namespace) -> int:
     """A conversation: interactive at a terminal, one turn per line when piped."""
-    import anyio
-
     from mol.runtime.app import open_runtime
-    from mol.runtime.commands.common import stored_session
+    from mol.runtime.commands.common import blocking_call, ended_by_signals, stored_session
 
     artifact = load_artifact(args.hcp)
     interactive = sys.stdin.isatty()
     approve = _ask_user if interactive else None
     async with (
+        ended_by_signals() as stopped,
         stored_session(artifact, args.session) as session,
         open_runtime(artifact, engine_url=args.engine_url, approve=approve,
                      conversation=session.conversation, checkpoint=session.checkpoint,
@@ -105,15 +124,15 @@ async def chat(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         while True:
             try:
-                line = await anyio.to_thread.run_sync(_read_turn, interactive)
+                line = await blocking_call(_read_turn, interactive)
             except EOFError:
                 break
             if not line.strip():
                 continue
             result = await harness.turn(line.strip(),
                                         on_event=session.observe(Progress(interactive)))
-            print(result.answer, flush=True)
-    return 0
+            print(shown(result.answer, args.raw), flush=True)
+    return stopped.exit_code(0)
 
 
 def _read_turn(interactive: bool) -> str:
@@ -125,11 +144,18 @@ def _read_turn(interactive: bool) -> str:
     return line
 
 
-async def _ask_user(call: Any) -> bool:
-    import anyio
+def approval_question(call: Any) -> str:
+    """What ``mol chat`` asks before an ``ask`` tool runs: the complete arguments, as
+    indented JSON with every non-ASCII and control character escaped, so nothing (padding,
+    escape sequences, reordering) hides what would run."""
+    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=True)
+    return f"allow {call.adapter} to run {terminal_text(call.name)} with\n{arguments}\n? [y/N] "
 
-    question = f"allow {call.adapter} to run {call.name} {json.dumps(call.arguments)[:200]}? [y/N] "
-    answer = await anyio.to_thread.run_sync(input, question)
+
+async def _ask_user(call: Any) -> bool:
+    from mol.runtime.commands.common import blocking_call
+
+    answer = await blocking_call(input, approval_question(call))
     return answer.strip().lower() in ("y", "yes")
 
 

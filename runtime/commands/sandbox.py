@@ -70,7 +70,7 @@ def _command(words: list[str]) -> str:
 
 
 def _notes(result: Any) -> list[str]:
-    """A result's notes, less "the shell exited": the CLI's sandbox ends with it anyway."""
+    """A result's notes, less "the sandbox was killed": the CLI's sandbox ends with it anyway."""
     import dataclasses
 
     return dataclasses.replace(result, shell_exited=False).notes()
@@ -122,7 +122,8 @@ async def shell(args: argparse.Namespace) -> int:
             code = result.exit_code or 0
             for note in _notes(result):
                 print(f"[{note}]", file=sys.stderr)
-            if result.shell_exited:
+            # In the sandbox, `exit` ends only its command; here it ends the session too.
+            if result.shell_exited or line.split()[:1] == ["exit"]:
                 return code
 
 

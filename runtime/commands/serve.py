@@ -24,6 +24,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds turns in flight get to finish at shutdown (default 10)")
     parser.add_argument("--max-body", type=int, default=4 * 1024 * 1024,
                         help="largest request body in bytes (default 4 MiB)")
+    parser.add_argument("--max-connections", type=int, default=512,
+                        help="connections open at once; more get 503 (default 512)")
+    parser.add_argument("--header-timeout", type=float, default=10.0,
+                        help="seconds a client has to send a request's head; idle "
+                        "connections close after it too (default 10)")
+    parser.add_argument("--body-timeout", type=float, default=30.0,
+                        help="seconds a client has to send a request body (default 30)")
     parser.set_defaults(func=serve)
 
 
@@ -36,9 +43,12 @@ async def serve(args: argparse.Namespace) -> int:
     from mol.runtime.server.auth import check_bind, load_key
     from mol.runtime.sessions import store_path, store_url_for
 
-    for name in ("max_turns", "max_body"):
+    for name in ("max_turns", "max_body", "max_connections"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("header_timeout", "body_timeout"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
     artifact = load_artifact(args.hcp)
     key = load_key()
     check_bind(args.host, key)
@@ -55,6 +65,8 @@ async def serve(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     config = ServerConfig(artifact=artifact, store_path=str(path), api_key=key,
                           engine_url=args.engine_url, max_body=args.max_body,
-                          max_turns=args.max_turns, deadline=args.deadline, drain=args.drain)
+                          max_turns=args.max_turns, deadline=args.deadline, drain=args.drain,
+                          max_connections=args.max_connections,
+                          header_timeout=args.header_timeout, body_timeout=args.body_timeout)
     await run_server(config, args.host, args.port)
     return 0

@@ -50,16 +50,25 @@ class ServerConfig:
     """Seconds a turn may take before it is cancelled (504)."""
     drain: float = 10.0
     """Seconds turns in flight get to finish at shutdown."""
+    max_connections: int = 512
+    """Connections open at once; one more is answered 503 and closed."""
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's head (from connecting, or from the last
+    response on a kept-alive connection, so idle connections close after it too)."""
+    body_timeout: float = 30.0
+    """Seconds a client has to send a request's body; 408 after."""
     plugins: Any = None
     engine: Any = None
 
 
 def create_app(config: ServerConfig) -> Any:
-    """The ASGI app (wrapped in the auth middleware)."""
+    """The ASGI app: ``Idempotency`` inside the auth middleware (without a key,
+    ``LoopbackOnly``)."""
     from mol.genui.web import asset_route
-    from mol.runtime.server.auth import BearerAuth
+    from mol.runtime.server.auth import BearerAuth, LoopbackOnly
     from mol.runtime.server.chat import chat_completions
     from mol.runtime.server.genui import ui_page
+    from mol.runtime.server.idempotency import Idempotency
     from mol.runtime.server.responses import create_response, get_response
 
     routes = [
@@ -77,18 +86,24 @@ def create_app(config: ServerConfig) -> Any:
                                         405: _not_allowed, Exception: _internal})
     app.state.config = config
     app.state.max_body = config.max_body
+    app.state.body_timeout = config.body_timeout
     app.state.models = served_models(config.artifact)
     app.state.adapters = frozenset(config.artifact.doc.adapters)
-    return BearerAuth(app, config.api_key)
+    kept = Idempotency(app, max_body=config.max_body, body_timeout=config.body_timeout)
+    if config.api_key is None:
+        return LoopbackOnly(kept)
+    return BearerAuth(kept, config.api_key)
 
 
 def _lifespan(config: ServerConfig) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from mol.runtime.app import open_runtime
+        from mol.runtime.engine import preload
         from mol.runtime.server.runner import Runner
         from mol.runtime.sessions import SQLiteSessionStore
 
+        await preload()
         async with (
             SQLiteSessionStore(config.store_path) as store,
             open_runtime(config.artifact, engine_url=config.engine_url,
@@ -184,6 +199,7 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
     import uvicorn
 
     from mol.runtime.server.auth import check_bind
+    from mol.runtime.server.transport import uvicorn_config
 
     class Server(uvicorn.Server):
         """uvicorn's server, except that a drained shutdown on SIGTERM/SIGINT exits 0
@@ -203,7 +219,6 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
                     signal.signal(sig, handler)
 
     check_bind(host, config.api_key)
-    uv = uvicorn.Config(create_app(config), host=host, port=port, log_level="info",
-                        timeout_graceful_shutdown=config.drain, lifespan="on",
-                        access_log=True, server_header=False)
+    uv = uvicorn_config(create_app(config), config, host, port, log_level="info",
+                        access_log=True)
     await Server(uv).serve()

@@ -21,7 +21,15 @@ from starlette.responses import Response
 from mol.runtime import events as ev
 from mol.runtime.server.genui import chat_metadata
 from mol.runtime.server.http import ApiError, field, read_json, sse
-from mol.runtime.server.messages import client_tools, fingerprint, normalize, resolve_model, split
+from mol.runtime.server.messages import (
+    MAX_MESSAGES,
+    bounded,
+    client_tools,
+    fingerprint,
+    normalize,
+    resolve_model,
+    split,
+)
 from mol.runtime.server.params import chat_params
 from mol.runtime.server.replies import Item, Outcome, Reply, respond
 from mol.runtime.server.runner import Job, Runner, TurnRequest
@@ -32,7 +40,7 @@ async def chat_completions(request: Request) -> Response:
     state = request.app.state
     body = await read_json(request, state.max_body)
     adapter = resolve_model(body, state.models)
-    raw = field(body, "messages", list, required=True)
+    raw = bounded(field(body, "messages", list, required=True), "messages", MAX_MESSAGES)
     messages = [normalize(m, f"messages[{i}]") for i, m in enumerate(raw)]
     history, text, results = split(messages, state.adapters)
     stream = field(body, "stream", bool, default=False)

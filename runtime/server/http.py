@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -25,8 +26,15 @@ log = logging.getLogger("mol.server")
 MAX_BODY = 4 * 1024 * 1024
 """Default limit of a request body, in bytes."""
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error"}
+MAX_DEPTH = 64
+"""Deepest nesting of a request body's JSON (objects and arrays)."""
+
+PARSE_INLINE = 64 * 1024
+"""Bodies up to this many bytes are parsed on the event loop; larger ones in a thread."""
+
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error",
+          429: "rate_limit_error"}
 
 
 class ApiError(Exception):
@@ -81,25 +89,60 @@ def _failure(exc: EngineError) -> str:
     return "its reply could not be read"
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object; 413 beyond ``limit`` bytes, 400 if malformed."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body's bytes: 413 beyond ``limit`` bytes, 408 when it does not arrive
+    within the app's ``body_timeout`` seconds."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+    timeout = getattr(request.app.state, "body_timeout", None)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
     try:
-        body = json.loads(b"".join(chunks) or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout:g} s",
+                       headers={"Connection": "close"}) from None
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request body as a JSON object; 413 beyond ``limit`` bytes, 408 when too slow,
+    400 if malformed."""
+    data = await read_body(request, limit)
+    if len(data) <= PARSE_INLINE:
+        body = parse_json(data)
+    else:  # megabytes of JSON would hold every other connection up meanwhile
+        body = await anyio.to_thread.run_sync(parse_json, data)
     if not isinstance(body, dict):
         raise ApiError(400, f"the request body must be a JSON object, got {json_kind(body)}")
     return body
+
+
+def parse_json(data: bytes) -> Any:
+    """A request body's JSON value: 400 when malformed or nested deeper than ``MAX_DEPTH``."""
+    too_deep = ApiError(400, f"the request body nests deeper than {MAX_DEPTH} levels",
+                        code="too_deep")
+    try:
+        value = json.loads(data or b"null")
+    except RecursionError:
+        raise too_deep from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:  # iterative: a check that recursed would fail the way the parser did
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > MAX_DEPTH:
+            raise too_deep
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, dict | list))
+    return value
 
 
 def json_kind(value: Any) -> str:

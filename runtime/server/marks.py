@@ -40,8 +40,9 @@ def continues_in_place(conversation: Conversation, mark: dict[str, Any]) -> bool
 
 def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
     """A new conversation equal to ``conversation`` at ``mark``."""
-    views = {a: copy.deepcopy(conversation.views.get(a, [])[:n])
-             for a, n in mark["lengths"].items()}
+    # One deepcopy for all views: a message several views share stays one object.
+    views = copy.deepcopy({a: conversation.views.get(a, [])[:n]
+                           for a, n in mark["lengths"].items()})
     turns = [replace(t, tools=list(t.tools)) for t in conversation.turns[:mark["turns"]]]
     return Conversation(id="conv_" + secrets.token_hex(8), views=views,
                         pending=copy.deepcopy(mark["pending"]), turns=turns)

@@ -19,6 +19,18 @@ from mol.runtime.views import adapter_of_call
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
+MAX_MESSAGES = 4096
+"""Most messages (Chat Completions) or input items (Responses) in one request."""
+MAX_ITEMS = 1024
+"""Most content parts, tool calls or tools in one list of a request."""
+
+def bounded(items: list[Any], where: str, limit: int = MAX_ITEMS) -> list[Any]:
+    """``items``, or a 400 naming ``where`` when it holds more than ``limit`` entries."""
+    if len(items) > limit:
+        raise ApiError(400, f"'{where}' holds {len(items)} entries; at most {limit} are "
+                       "allowed", param=where, code="too_many_items")
+    return items
+
 
 def fingerprint(messages: list[dict[str, Any]]) -> str:
     """A digest of a client-visible transcript (normalized messages)."""
@@ -40,7 +52,8 @@ def normalize(raw: Any, where: str) -> dict[str, Any]:
         message["tool_call_id"] = field(raw, "tool_call_id", str, required=True,
                                         where=f"{where}.")
     if role == "assistant" and raw.get("tool_calls"):
-        calls = field(raw, "tool_calls", list, where=f"{where}.")
+        calls = bounded(field(raw, "tool_calls", list, where=f"{where}."),
+                        f"{where}.tool_calls")
         message["tool_calls"] = [_call(c, f"{where}.tool_calls[{i}]") for i, c in
                                  enumerate(calls)]
     return message
@@ -87,7 +100,7 @@ def client_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     tools = field(body, "tools", list)
     if tools is None:
         return None
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(bounded(tools, "tools")):
         where = f"tools[{i}]"
         if not isinstance(tool, dict) or tool.get("type") != "function":
             raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
@@ -116,7 +129,7 @@ def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(raw, list):
         raise ApiError(400, "'input' must be a string or an array of items", param="input")
     messages: list[dict[str, Any]] = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(bounded(raw, "input", MAX_MESSAGES)):
         where = f"input[{i}]"
         if not isinstance(item, dict):
             raise ApiError(400, f"'{where}' must be an object", param=where)
@@ -157,7 +170,7 @@ def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
     out = []
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(bounded(tools, "tools")):
         where = f"tools[{i}]"
         if not isinstance(tool, dict) or tool.get("type") != "function":
             raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
@@ -175,7 +188,7 @@ def text_of(content: Any, where: str) -> str:
         return content or ""
     if isinstance(content, list):
         parts = []
-        for i, part in enumerate(content):
+        for i, part in enumerate(bounded(content, where)):
             if not isinstance(part, dict):
                 raise ApiError(400, f"'{where}[{i}]' must be an object", param=f"{where}[{i}]")
             if part.get("type") in ("text", "input_text", "output_text"):

@@ -35,7 +35,9 @@ from mol.runtime.views import Conversation, TurnRecord
 log = logging.getLogger("mol.server")
 
 OPEN_RESOURCES = 32
-"""Conversations whose resources (sandboxes) stay open between their turns."""
+"""Conversations whose resources (sandboxes) stay open between their turns. Only idle ones
+are closed to keep to it: a conversation whose turn is running keeps its resources, so at
+most ``max(OPEN_RESOURCES, max_turns)`` are open at once."""
 
 
 @dataclass
@@ -100,6 +102,8 @@ class Runner:
         self._stack = AsyncExitStack()
         self._locks: dict[str, anyio.Lock] = {}
         self._resources: OrderedDict[str, Resources] = OrderedDict()
+        self._in_use: dict[str, int] = {}
+        """Turns running per conversation: their resources are never closed."""
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
@@ -190,14 +194,26 @@ class Runner:
 
     async def _turn(self, conversation: Conversation, request: TurnRequest,
                     job: Job) -> TurnResult:
+        self._in_use[conversation.id] = self._in_use.get(conversation.id, 0) + 1
+        try:
+            return await self._turn_using(conversation, request, job,
+                                          await self._resources_for(conversation.id))
+        finally:
+            self._in_use[conversation.id] -= 1
+            if not self._in_use[conversation.id]:
+                del self._in_use[conversation.id]
+            await self._close_idle()
+
+    async def _turn_using(self, conversation: Conversation, request: TurnRequest, job: Job,
+                          resources: Resources) -> TurnResult:
         base = self.base
         recorder = Recorder(self.store, base.artifact.digest)
         harness = Harness(
             base.artifact, engine=base.engine, plugins=base.plugins, toolsets=base.toolsets,
             conversation=conversation, approve=None,
             checkpoint=recorder.checkpoint if request.persist else None,
-            resources=await self._resources_for(conversation.id),
-            sandbox_pool=base.sandbox_pool, session_started=bool(conversation.turns))
+            resources=resources, sandbox_pool=base.sandbox_pool,
+            session_started=bool(conversation.turns))
 
         def forward(event: ev.Event) -> None:
             _send(job, event)
@@ -252,10 +268,11 @@ class Runner:
         """Earlier turns the client sent become plain messages after each adapter's own
         system prompt; a trailing client tool call leaves its adapter's turn waiting."""
         doc = self.base.artifact.doc
+        # One copy of the history, shared by every view (nothing edits a message in place).
+        history = copy.deepcopy(request.seed)
         for adapter in doc.adapter_names:
             prompt = self.base.system_prompt(adapter, await self.base.tools_for(adapter))
-            conversation.views[adapter] = [{"role": "system", "content": prompt},
-                                           *copy.deepcopy(request.seed)]
+            conversation.views[adapter] = [{"role": "system", "content": prompt}, *history]
         if request.tool_results:
             from mol.runtime.views import adapter_of_call
 
@@ -289,10 +306,19 @@ class Runner:
             self._resources.move_to_end(session_id)
             return self._resources[session_id]
         resources = self._resources[session_id] = Resources()
-        while len(self._resources) > OPEN_RESOURCES:
-            _, oldest = self._resources.popitem(last=False)
-            await oldest.aclose()
+        await self._close_idle()
         return resources
+
+    async def _close_idle(self) -> None:
+        """Close the least recently used idle conversations' resources beyond
+        ``OPEN_RESOURCES``; never those of a conversation with a turn running."""
+        while len(self._resources) > OPEN_RESOURCES:
+            oldest = next((key for key in self._resources if key not in self._in_use), None)
+            if oldest is None:
+                return
+            closing = self._resources.pop(oldest)
+            with anyio.CancelScope(shield=True):  # popped: nobody else would close it
+                await closing.aclose()
 
 
 def _send(job: Job, item: JobItem) -> None:

@@ -155,3 +155,48 @@ async def test_plugin_hook_blocks_and_rewrites(hcp):
     _, [rewritten], _ = await run_one(hcp, script_calling("echo", '{ text = "hi" }'),
                                       plugins=plugins)
     assert rewritten.content == "HI (CHECKED)"
+
+
+class Broken:
+    """A plugin whose hooks raise: before a call, after it, or when its awaitable is awaited."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    @hookimpl
+    def mol_before_tool_call(self, call, context):
+        if self.where == "before":
+            raise RuntimeError("the guard's rule file is missing")
+        if self.where == "awaited":
+            return self._later()
+        return None
+
+    async def _later(self):
+        raise ValueError("the guard's database is down")
+
+    @hookimpl
+    def mol_after_tool_call(self, call, result, context):
+        if self.where == "after":
+            raise KeyError("redactor")
+        return None
+
+
+@pytest.mark.parametrize("where", ["before", "awaited"])
+async def test_a_raising_before_hook_blocks_the_call_and_the_turn_goes_on(hcp, where, caplog):
+    plugins = toy_plugins(("broken-guard", Broken(where)))
+    result, [blocked], engine = await run_one(hcp, script_calling("echo", '{ text = "hi" }'),
+                                              plugins=plugins)
+    assert blocked.is_error and "blocked" in blocked.content
+    assert "plugin 'broken-guard' failed" in blocked.content
+    assert result.answer == "done"  # the model read the error and answered
+    assert bodies(engine, "L2")[1]["messages"][-1]["content"] == blocked.content
+    assert any("broken-guard" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_raising_after_hook_withholds_the_result(hcp, caplog):
+    plugins = toy_plugins(("broken-redactor", Broken("after")))
+    result, [withheld], _ = await run_one(hcp, script_calling("echo", '{ text = "hi" }'),
+                                          plugins=plugins)
+    assert withheld.is_error and "plugin 'broken-redactor' failed" in withheld.content
+    assert "HI" not in withheld.content and result.answer == "done"
+    assert any("broken-redactor" in r.getMessage() for r in caplog.records)

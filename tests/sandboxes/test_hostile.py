@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
 import pytest
 
+from mol.hcp.schema import SandboxConfig
+from mol.sandboxes import docker
 from mol.sandboxes.sandbox import Sandbox
-from mol.sandboxes.shell import CommandResult
+from mol.sandboxes.shell import MAX_GRACE, CommandResult
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -92,3 +95,68 @@ async def test_a_gigabyte_without_newlines_is_capped_in_bounded_memory(
     assert len(result.output) < 4 * 4096 + 200  # NULs shown as \x00 escapes
     assert result.output.startswith("\\x00\\x00") and "bytes dropped" in result.output
     assert growth < 32 << 20, f"RSS grew by {growth >> 20} MiB"
+
+
+PYTHON_FORK_BOMBS = {
+    "dies": "python3 -c 'import os\nwhile 1: os.fork()'",
+    "persists": "python3 -c 'import os\nwhile 1:\n try: os.fork()\n except OSError: pass'",
+}
+"""Fork as fast as Python can (the first dies when a fork fails, so its command may end
+while its children fork on): they starved the control shell, which shared their CPU quota."""
+
+
+async def cpu_seconds(sandbox: Sandbox) -> float:
+    """CPU time the sandbox's container has used so far, from the Docker engine."""
+    stats = await docker.call(docker.client().api.stats, sandbox.id, stream=False,
+                              what="read the sandbox's CPU counter")
+    return stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bomb", sorted(PYTHON_FORK_BOMBS))
+async def test_a_python_fork_bomb_ends_within_timeout_and_grace_and_its_cpu_use_stops(
+        bomb: str) -> None:
+    async with Sandbox(SandboxConfig(), session_id="test-python-bomb") as sandbox:
+        await sandbox.run("cd /tmp && export SURVIVES=yes")
+        started = time.monotonic()
+        with anyio.fail_after(90):
+            result = await sandbox.run(PYTHON_FORK_BOMBS[bomb], timeout=5)
+        elapsed = time.monotonic() - started
+        assert elapsed < 5 + MAX_GRACE + 3, (elapsed, result)
+        # (The first bomb may burn itself out: each of its processes dies at a failed fork.)
+        assert result.timed_out or bomb == "dies", result
+        before = await cpu_seconds(sandbox)
+        await anyio.sleep(2)
+        assert await cpu_seconds(sandbox) - before < 0.3  # nothing of the bomb runs on
+        with anyio.fail_after(30):
+            after = await sandbox.run('ps -e --no-headers | wc -l; pwd; echo "$SURVIVES"',
+                                      timeout=10)
+        count, where, survives = after.output.split()[-3:]
+        assert int(count) < 10 and after.exit_code == 0, after
+        # The sandbox is still usable: the same one, or a fresh one that says so.
+        if after.fresh_sandbox:
+            assert "fresh sandbox" in after.render()
+        else:
+            assert (where, survives) == ("/tmp", "yes")
+
+
+async def test_a_sandbox_that_stops_answering_is_killed_and_replaced_on_next_use() -> None:
+    async with Sandbox(SandboxConfig(), session_id="test-replaced") as sandbox:
+        await sandbox.write_file("kept.txt", b"x")
+        first = sandbox.id
+        assert sandbox._control is not None
+        # Freeze the control shell, as starving it did: only the Docker engine can, as root.
+        await docker.call(docker.exec_run, first, ["kill", "-STOP", str(sandbox._control.pid)],
+                          user="0", what="freeze the control shell")
+        started = time.monotonic()
+        result = await sandbox.run("sleep 1000", timeout=1)
+        assert time.monotonic() - started < 1 + MAX_GRACE + 2
+        assert result.timed_out and result.exit_code is None and result.shell_exited
+        assert "stopped answering and was killed" in result.render()
+        state = await docker.call(docker.container_state, first, what="inspect the sandbox")
+        assert not state["Running"]  # killed from outside: nothing in it runs on
+        after = await sandbox.run("echo fresh; ls")
+        assert after.fresh_sandbox and after.output == "fresh\n", after
+        assert "A fresh sandbox was started" in after.render() and sandbox.id != first
+    assert first not in {c["Id"] for c in await docker.call(
+        docker.list_containers, "org.mol.sandbox", what="list sandboxes")}

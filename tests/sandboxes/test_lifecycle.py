@@ -115,6 +115,41 @@ async def test_warm_pool_hands_out_ready_sandboxes_and_refills() -> None:
     assert taken_id not in remaining and not set(waiting) & remaining
 
 
+async def test_a_sandbox_taken_from_the_pool_belongs_to_its_session() -> None:
+    config = SandboxConfig(pool_size=1, tmp_size="64m")
+    with anyio.fail_after(120):
+        async with SandboxPool(config) as pool:
+            await pool.wait_ready()
+            waiting = await sandbox_names()
+            assert owner.session_of(waiting[pool._ready[0].id]) is None  # nobody's yet
+            async with open_sandbox(config, session_id="test-pool-owner", pool=pool) as taken:
+                names = await sandbox_names()
+                assert owner.session_of(names[taken.id]) == "test-pool-owner"
+                assert taken.session_id == "test-pool-owner"
+
+
+async def sandbox_names() -> dict[str, str]:
+    found = await docker.call(docker.list_containers, owner.LABEL, what="list sandboxes")
+    return {info["Id"]: info["Names"][0] for info in found}
+
+
+async def test_close_waits_for_the_running_command() -> None:
+    sandbox = Sandbox(session_id="test-close-waits")
+    await sandbox.start()
+    results = []
+
+    async def command() -> None:
+        results.append(await sandbox.run("sleep 1; echo finished", timeout=30))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(command)
+            await anyio.sleep(0.3)
+            await sandbox.close()  # must not pull the container from under the command
+    assert results[0].output == "finished\n" and results[0].exit_code == 0, results
+    assert not sandbox.id
+
+
 def test_cli_run_streams_output_and_exits_with_the_commands_code() -> None:
     done = subprocess.run([*MOL, "sandbox", "run", "--", "sh", "-c", "echo out; echo err >&2; "
                           "exit 3"], capture_output=True, text=True, timeout=120)
@@ -133,6 +168,13 @@ def test_cli_without_a_docker_engine_is_a_clear_error() -> None:
         assert done.stderr.startswith("error: no Docker engine answers at "
                                       "unix:///nonexistent/docker.sock")
         assert "Traceback" not in done.stderr
+
+
+def test_cli_shell_keeps_state_and_exit_ends_the_session() -> None:
+    done = subprocess.run([*MOL, "sandbox", "shell"], input="cd /tmp\npwd\nexit 3\necho never\n",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "/tmp\n" in done.stdout and "never" not in done.stdout
 
 
 def test_cli_usage_errors_exit_2() -> None:

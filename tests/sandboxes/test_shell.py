@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 
 import anyio
@@ -66,24 +67,39 @@ async def test_output_cap_keeps_head_and_tail(sandbox: Sandbox) -> None:
     assert "Output truncated" in result.render()
 
 
-async def test_shell_recovers_after_exit() -> None:
+async def test_exit_ends_the_command_and_keeps_the_state() -> None:
     async with Sandbox(session_id="test-exit") as sandbox:
-        await sandbox.run("cd /tmp && export GONE=1")
-        died = await sandbox.run("echo bye; exit 3")
-        assert died.output == "bye\n" and died.exit_code == 3 and died.shell_exited
-        assert "next command starts a fresh one" in died.render()
-        fresh = await sandbox.run('pwd; echo "[$GONE]"')
-        assert fresh.fresh_shell and fresh.output == "/workspace\n[]\n"
-        assert "A fresh shell was started" in fresh.render()
-        again = await sandbox.run("echo steady")
-        assert not again.fresh_shell and again.output == "steady\n"
+        await sandbox.run("cd /tmp && export KEPT=1")
+        ended = await sandbox.run("echo bye; cd /; exit 3")
+        assert ended.output == "bye\n" and ended.exit_code == 3 and not ended.shell_exited
+        after = await sandbox.run('echo "[$KEPT] $?"; pwd')
+        assert after.output == "[1] 3\n/\n" and not after.fresh_shell
 
 
 async def test_exit_is_noticed_even_when_a_background_job_holds_the_output() -> None:
     async with Sandbox(session_id="test-exit-bg") as sandbox:
         with anyio.fail_after(10):
             died = await sandbox.run("sleep 30 & exit 4", timeout=8)
-        assert died.exit_code == 4 and died.shell_exited and not died.timed_out
+        assert died.exit_code == 4 and not died.timed_out
+
+
+async def test_options_functions_and_arrays_carry_over(sandbox: Sandbox) -> None:
+    await sandbox.run("set -o pipefail; shopt -s extglob; declare -A seen=([a]=1); "
+                      "list=(x 'y z'); greet() { echo \"hi $1\"; }; umask 077; "
+                      "readonly FIXED=1; text=$'two\\nlines'")
+    after = await sandbox.run('echo $SHELLOPTS | grep -o pipefail; shopt -q extglob && echo '
+                              'extglob; echo ${seen[a]} ${#list[@]} "${list[1]}"; greet you; '
+                              'umask; echo "$FIXED"; echo "$text"')
+    assert after.output == "pipefail\nextglob\n1 2 y z\nhi you\n0077\n1\ntwo\nlines\n"
+    await sandbox.run("set +o pipefail; shopt -u extglob; umask 022")
+
+
+async def test_set_e_applies_to_the_command_not_to_the_shell(sandbox: Sandbox) -> None:
+    await sandbox.run("set -e")
+    failed = await sandbox.run("false; echo not-reached")
+    assert failed.exit_code == 1 and failed.output == ""
+    after = await sandbox.run("echo $?; set +e")
+    assert after.output == "1\n" and not after.fresh_shell
 
 
 async def test_timeout_kills_the_whole_tree_but_not_the_shell(sandbox: Sandbox) -> None:
@@ -116,12 +132,14 @@ async def test_earlier_background_jobs_survive_a_later_timeout(sandbox: Sandbox)
     await sandbox.run("pkill -f 'sleep 1004'; wait")
 
 
-async def test_a_busy_builtin_loop_times_out_and_the_next_command_gets_a_fresh_shell() -> None:
+async def test_a_busy_builtin_loop_times_out_and_the_next_command_still_runs() -> None:
     async with Sandbox(session_id="test-loop") as sandbox:
-        result = await sandbox.run("while :; do :; done", timeout=1)
-        assert result.timed_out and result.shell_exited and result.exit_code is None
-        after = await sandbox.run("echo back")
-        assert after.output == "back\n" and after.fresh_shell
+        await sandbox.run("cd /tmp")
+        result = await sandbox.run("cd /; while :; do :; done", timeout=1)
+        assert result.timed_out and result.state_lost and result.exit_code == 137
+        assert "were not kept" in result.render()
+        after = await sandbox.run("echo back; pwd")
+        assert after.output == "back\n/tmp\n" and not after.fresh_shell
 
 
 async def test_a_cancelled_command_is_killed_and_the_shell_replaced(sandbox: Sandbox) -> None:
@@ -131,3 +149,35 @@ async def test_a_cancelled_command_is_killed_and_the_shell_replaced(sandbox: San
     after = await sandbox.run("pgrep -fc 'sleep 1005'")
     assert after.output == "0\n" and after.fresh_shell  # never reads a stale marker
     assert (await sandbox.run("echo in-step")).output == "in-step\n"
+
+
+async def test_a_forged_command_tag_hides_nothing_from_the_timeout(sandbox: Sandbox) -> None:
+    result = await sandbox.run("export MOL_COMMAND=forged; sleep 1006 & sleep 1000", timeout=1)
+    assert result.timed_out
+    assert (await sandbox.run("pgrep -fc 'sleep 1006'")).output.splitlines()[-1] == "0"
+
+
+async def test_a_command_cannot_find_the_end_marker_anywhere_it_can_read(
+        sandbox: Sandbox) -> None:
+    # Everything a command can look at: its variables, every process's command line and
+    # environment, the files of /tmp; base64, so a marker in it could not cut the output.
+    look = ("{ set; declare -f; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ "
+            "/proc/[0-9]*/fd/* 2>/dev/null & sleep 0.5; kill $! 2>/dev/null; "
+            "grep -ras . /tmp; } 2>&1 | base64 -w0")
+    seen = base64.b64decode((await sandbox.run(look, timeout=20)).output)
+    assert len(seen) > 1000
+    for token in sandbox.tokens():
+        assert token.encode() not in seen
+
+
+async def test_printing_a_marker_does_not_end_the_command_or_blame_the_next() -> None:
+    async with Sandbox(session_id="test-forge") as sandbox:
+        started = time.monotonic()
+        forged = await sandbox.run("printf '%s0\\n' \"$__mol_mark\"; echo __mol_x_0; sleep 1.5; "
+                                   "echo still-mine", timeout=20)
+        assert time.monotonic() - started >= 1.5
+        assert forged.exit_code == 0 and forged.output.endswith("still-mine\n"), forged
+        hang = await sandbox.run("printf '%s0\\n' \"$__mol_mark\"; sleep 1000", timeout=1)
+        assert hang.timed_out
+        after = await sandbox.run("echo next")
+        assert after.output == "next\n" and after.exit_code == 0 and not after.timed_out

@@ -123,8 +123,10 @@ async def test_one_sandbox_per_session_removed_at_session_end() -> None:
         sandbox = resources.peek("sandbox")
         containers = await docker.call(docker.list_containers, owner.LABEL, what="list")
         assert sandbox.id in [c["Id"] for c in containers]
-        labels = next(c["Labels"] for c in containers if c["Id"] == sandbox.id)
-        assert labels[owner.LABEL] == "test-session-end"
+        found = next(c for c in containers if c["Id"] == sandbox.id)
+        labels = found["Labels"]
+        assert owner.session_of(found["Names"][0]) == "test-session-end"
+        assert labels[owner.LABEL] == "session"
         assert labels[owner.OWNER] == owner.current().label()
         container_id = sandbox.id
     containers = await docker.call(docker.list_containers, owner.LABEL, what="list")

@@ -35,7 +35,7 @@ max_retries = 2
 prompt = "You chat."
 [adapters.L1]
 prompt = "You act."
-tools.allow = ["shout"]
+tools.allow = ["shout", "hold"]
 [adapters.L2]
 prompt = "You code."
 [adapters.L3]
@@ -99,22 +99,24 @@ class Served:
 
 @contextmanager
 def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str = "",
-              hcp: str = HCP, **options: Any) -> Iterator[Served]:
-    """Run the app on uvicorn in a thread on loopback until the block ends."""
+              hcp: str = HCP, extra_plugins: tuple[tuple[str, Any], ...] = (),
+              **options: Any) -> Iterator[Served]:
+    """Run the app on uvicorn in a thread on loopback until the block ends (plugins: the
+    ``shout`` one and ``extra_plugins``)."""
     import uvicorn
 
     from mol.runtime.server import ServerConfig, create_app
+    from mol.runtime.server.transport import uvicorn_config
 
     artifact = load(write_hcp(tmp_path, extra, hcp))
     store = tmp_path / "sessions.db"
-    plugins = PluginManager(None, builtin=(), extra=[("shout", Shout())])
+    plugins = PluginManager(None, builtin=(), extra=[("shout", Shout()), *extra_plugins])
     config = ServerConfig(artifact=artifact, store_path=str(store),
                           api_key=key.encode() if key else None, engine_url=engine_url,
                           plugins=plugins, **options)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on",
-                                           timeout_graceful_shutdown=5))
+    server = uvicorn.Server(uvicorn_config(create_app(config), config, "127.0.0.1", port,
+                                           log_level="warning", timeout_graceful_shutdown=5))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

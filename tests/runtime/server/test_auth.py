@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -112,3 +113,74 @@ def test_mol_serve_refuses_to_start_as_configured(tmp_path):
 
 def _mol() -> list[str]:
     return ["mol"]
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory):
+    """A server without a key (``MOL_ALLOW_UNAUTHENTICATED=1``), on loopback."""
+    tmp = tmp_path_factory.mktemp("open")
+    with ScriptedEngine.serve(SCRIPT) as engine, serve_app(tmp, engine.base_url,
+                                                           key=None) as server:
+        server.engine = engine
+        yield server
+
+
+CHAT = {"model": "mol", "messages": [{"role": "user", "content": "hello"}]}
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8200", "localhost.evil.example",
+                                  "10.0.0.1", "[::2]", ""])
+def test_without_a_key_a_foreign_host_is_refused(open_server, host):
+    # DNS rebinding: a page of evil.example whose name now points at 127.0.0.1.
+    answer = httpx.post(open_server.url + "/chat/completions", json=CHAT,
+                        headers={"Host": host}, timeout=10)
+    assert answer.status_code == 403, answer.text
+    assert "Host" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost.evil.example",
+                                    "https://127.0.0.1.evil.example"])
+def test_without_a_key_a_foreign_origin_is_refused(open_server, origin):
+    answer = httpx.post(open_server.url + "/chat/completions", json=CHAT,
+                        headers={"Origin": origin}, timeout=10)
+    assert answer.status_code == 403, answer.text
+    assert "Origin" in answer.json()["error"]["message"]
+
+
+def test_without_a_key_a_form_or_text_post_runs_nothing(open_server):
+    # A cross-site <form> or fetch(no-cors) can send text/plain without a preflight.
+    before = len(open_server.engine.requests)
+    for kind in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None]:
+        headers = {"Content-Type": kind} if kind else {}
+        answer = httpx.post(open_server.url + "/chat/completions", timeout=10, headers=headers,
+                            content=json.dumps(CHAT).encode())
+        assert answer.status_code == 415, (kind, answer.text)
+        assert "application/json" in answer.json()["error"]["message"]
+    assert len(open_server.engine.requests) == before
+
+
+def test_without_a_key_local_clients_still_work(open_server):
+    port = open_server.url.split(":")[2].split("/")[0]
+    for host in [f"127.0.0.1:{port}", f"localhost:{port}", "localhost", "127.0.0.1"]:
+        for origin in [None, f"http://localhost:{port}", f"http://127.0.0.1:{port}"]:
+            headers = {"Host": host, **({"Origin": origin} if origin else {})}
+            answer = httpx.get(open_server.url + "/models", headers=headers, timeout=10)
+            assert answer.status_code == 200, (host, origin, answer.text)
+    chat = httpx.post(open_server.url + "/chat/completions", json=CHAT, timeout=30,
+                      headers={"Content-Type": "application/json; charset=utf-8"})
+    assert chat.status_code == 200, chat.text
+
+
+def test_a_key_file_others_can_read_is_warned_about(tmp_path, caplog):
+    secret = tmp_path / "secret"
+    secret.write_text(KEY + "\n")
+    secret.chmod(0o600)
+    assert load_key({"MOL_API_KEY_FILE": str(secret)}) == KEY.encode()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    for mode in (0o644, 0o640, 0o604):
+        caplog.clear()
+        secret.chmod(mode)
+        assert load_key({"MOL_API_KEY_FILE": str(secret)}) == KEY.encode()
+        [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert str(secret) in warning and f"{mode:o}" in warning and "chmod 600" in warning
+        assert KEY not in warning

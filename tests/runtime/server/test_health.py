@@ -39,3 +39,27 @@ def test_health_reports_the_engine_and_required_mcp_servers(tmp_path):
         health = httpx.get(served.url.removesuffix("/v1") + "/health", timeout=10)
         assert health.status_code == 503
         assert health.json()["engine"] == {"ok": False, "detail": "ConnectError"}
+
+
+STARTED = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, {root!r})
+from tests.runtime.server.conftest import serve_app
+
+with serve_app(Path({tmp!r}), "http://127.0.0.1:9/v1") as served:
+    print("litellm" in sys.modules, flush=True)
+"""
+
+
+def test_litellm_is_imported_at_startup_not_by_the_first_turn(tmp_path):
+    # Imported on the event loop by the first turn, it stalled every connection for seconds.
+    import subprocess
+    from pathlib import Path
+
+    script = STARTED.format(root=str(Path(__file__).parents[3]), tmp=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

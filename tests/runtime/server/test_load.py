@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 
+from mol.plugins import hookimpl
+from mol.runtime.server import runner
 from mol.runtime.testing import ScriptedEngine
+from mol.runtime.tools import ToolContext
 
 from .conftest import serve_app
 
@@ -102,3 +109,82 @@ def test_a_turn_past_the_deadline_is_a_504_and_marked_interrupted(tmp_path):
         with contextlib.closing(sqlite3.connect(served.store)) as db:
             rows = db.execute("SELECT status, user_text FROM turns").fetchall()
     assert rows == [("interrupted", "hold it")]
+
+
+class Holder:
+    """A tool holding a per-session resource (as the sandbox tools do) while it works."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.holding = threading.Semaphore(0)
+        """Released by each call once it holds its resource (in the server's thread)."""
+
+    @hookimpl
+    def mol_register_tools(self, register: Any) -> None:
+        holder = self
+
+        async def hold(text: str, context: ToolContext) -> str:
+            """Hold the session's resource for a moment."""
+            resource = await context.resources.get("held", holder.resource)
+            holder.holding.release()
+            await anyio.sleep(2.0)
+            return "intact" if not resource.closed else "closed under me"
+
+        register(hold)
+
+    @asynccontextmanager
+    async def resource(self) -> AsyncIterator[SimpleNamespace]:
+        self.opened += 1
+        state = SimpleNamespace(closed=False)
+        try:
+            yield state
+        finally:
+            state.closed = True
+
+
+HOLD = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L1"
+[[L1]]
+when = "^hold"
+times = -1
+tool_calls = [{ name = "hold", arguments = { text = "x" } }]
+[[L1]]
+when = "^intact$"
+times = -1
+reply = "kept"
+[[L1]]
+times = -1
+reply = "lost"
+[[L0]]
+constrained = false
+times = -1
+reply = "summary"
+"""
+
+
+@pytest.mark.anyio
+async def test_resources_in_use_are_never_closed_to_make_room(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "OPEN_RESOURCES", 2)  # 36 of 32 on the real server
+    holder = Holder()
+    async with ScriptedEngine.serve(HOLD) as engine:
+        with serve_app(tmp_path, engine.base_url, extra_plugins=(("holder", holder),)) as served:
+            answers: list[str] = []
+
+            async def one(client, n: int) -> None:
+                reply = await client.chat.completions.create(
+                    model="mol", messages=[{"role": "user", "content": f"hold {n}"}])
+                answers.append(reply.choices[0].message.content)
+
+            with anyio.fail_after(120):
+                async with served.async_client(timeout=90) as client, \
+                        anyio.create_task_group() as group:
+                    for n in range(2):
+                        group.start_soon(one, client, n)
+                    for _ in range(2):  # both hold their resource: now the others come
+                        await anyio.to_thread.run_sync(holder.holding.acquire)
+                    for n in range(2, 6):
+                        group.start_soon(one, client, n)
+    assert answers == ["kept"] * 6 and holder.opened == 6

@@ -139,3 +139,20 @@ async def test_pending_summaries_stored_as_plain_text_still_load(tmp_path):
     assert loaded.pending == {"L4": [{"adapter": "", "user": "", "summary": "[L2] fixed the build"}]}
     opening = loaded.begin("L4", lambda: "You file.", "next", others="user+summary")
     assert opening[1]["content"].endswith("- [L2] fixed the build")
+
+
+async def test_a_new_store_and_its_folders_are_private_to_the_user(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)  # the usual umask: files 0644, folders 0755 unless asked otherwise
+    try:
+        path = tmp_path / "state" / "mol" / "sessions.db"
+        async with SQLiteSessionStore(path) as store:
+            await store.save(conversation_with(1), None)
+            files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    finally:
+        os.umask(old)
+    assert files == {"sessions.db": 0o600, "sessions.db-wal": 0o600, "sessions.db-shm": 0o600}
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
