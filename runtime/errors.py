@@ -30,7 +30,9 @@ keep their cause (``raise ... from exc``)::
     ├── ConversationError         a conversation cannot continue as asked (exit 2)
     ├── SkillError                a skill folder is invalid (mol.skills)
     ├── SessionError              the session store failed
-    │   └── SessionNotFound         no session or response with that id
+    │   ├── SessionNotFound         no session or response with that id
+    │   ├── SessionBusy             another replica holds the session's lease (a turn in flight)
+    │   └── SessionConflict         the session changed elsewhere since it was loaded
     └── ServerError               the HTTP server cannot start as configured
 
 Three kinds of failure are kept apart: a tool failure becomes text the model
@@ -215,6 +217,19 @@ class SessionNotFound(SessionError):
     """No stored session or response has the given id."""
 
     exit_code = 2
+
+
+class SessionBusy(SessionError):
+    """A turn of the session is in flight on another replica (it holds the lease)."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = max(retry_after, 0.0)
+        """Seconds until the holder's lease expires at the latest."""
+
+
+class SessionConflict(SessionError):
+    """The session's stored revision moved since it was loaded: another writer won."""
 
 
 class ServerError(MolError):

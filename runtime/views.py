@@ -72,6 +72,9 @@ class Conversation:
     pending: dict[str, list[str]] = field(default_factory=lambda: {a: [] for a in ADAPTERS})
     """Adapter -> summaries of other adapters' turns not yet in its view."""
     turns: list[TurnRecord] = field(default_factory=list)
+    revision: int = 0
+    """How many times the store saved this conversation (0: never); a save that does not
+    start from the stored revision is refused (another writer won)."""
 
     def view(self, adapter: str) -> list[dict[str, Any]]:
         """The adapter's messages (empty until its first turn)."""
@@ -116,4 +119,5 @@ class Conversation:
         """Inverse of ``to_dict``."""
         turns = [TurnRecord(**t) for t in data.get("turns", [])]
         return cls(id=data["id"], views=data.get("views", {}),
-                   pending=data.get("pending", {a: [] for a in ADAPTERS}), turns=turns)
+                   pending=data.get("pending", {a: [] for a in ADAPTERS}), turns=turns,
+                   revision=data.get("revision", 0))

@@ -34,3 +34,21 @@ def minimal_hcp(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL server for the whole run (see tests/pgcluster.py)."""
+    from .pgcluster import PostgresCluster
+
+    cluster = PostgresCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster) -> str:
+    """The URL of a fresh, empty PostgreSQL database."""
+    return postgres_cluster.database()

@@ -42,6 +42,7 @@ class ServerConfig:
 
     artifact: Artifact
     store_path: str
+    """The session store: a SQLite file, or a store URL (``sqlite:///...``, ``postgresql://...``)."""
     api_key: bytes | None
     engine_url: str | None = None
     max_body: int = MAX_BODY
@@ -82,10 +83,10 @@ def _lifespan(config: ServerConfig) -> Any:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from mol.runtime.app import open_runtime
         from mol.runtime.server.runner import Runner
-        from mol.runtime.sessions import SQLiteSessionStore
+        from mol.runtime.sessions import open_store
 
         async with (
-            SQLiteSessionStore(config.store_path) as store,
+            open_store(config.store_path) as store,
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as base,
             Runner(base, store, max_turns=config.max_turns, deadline=config.deadline,
