@@ -146,4 +146,6 @@ class SessionConfig(Model):
     """Where conversation state is kept."""
 
     store: str = "sqlite:///~/.local/state/mol/sessions.db"
-    """Session store URL; ``sqlite:///PATH`` (``~`` expands to the home folder)."""
+    """Session store URL: ``sqlite:///PATH`` (``~`` expands to the home folder), or
+    ``postgresql://USER@HOST/DB`` for server replicas sharing one database (needs
+    ``pip install 'mol-agent[postgres]'``; the password from the URL or the ``PG*`` variables)."""

@@ -34,7 +34,9 @@ keep their cause (``raise ... from exc``)::
     ├── GenUIError                generated UI cannot be checked or previewed (mol.genui)
     │   └── GenUISetupError         the npm toolchain is missing: run ``mol genui setup``
     ├── SessionError              the session store failed
-    │   └── SessionNotFound         no session or response with that id
+    │   ├── SessionNotFound         no session or response with that id
+    │   ├── SessionBusy             another replica holds the session's lease (a turn in flight)
+    │   └── SessionConflict         the session changed elsewhere since it was loaded
     ├── ServerError               the HTTP server cannot start as configured
     └── EvalError                 an eval run cannot proceed (mol.eval): its results store
         └── TaskError               a task folder or suite is invalid (exit 2)
@@ -240,6 +242,19 @@ class SessionNotFound(SessionError):
     """No stored session or response has the given id."""
 
     exit_code = 2
+
+
+class SessionBusy(SessionError):
+    """A turn of the session is in flight on another replica (it holds the lease)."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = max(retry_after, 0.0)
+        """Seconds until the holder's lease expires at the latest."""
+
+
+class SessionConflict(SessionError):
+    """The session's stored revision moved since it was loaded: another writer won."""
 
 
 class ServerError(MolError):

@@ -110,6 +110,10 @@ class Conversation:
     notes: dict[str, list[str]] = field(default_factory=dict)
     """Adapter -> context from ``SessionStart`` hooks not yet in its view."""
 
+    revision: int = 0
+    """How many times the store saved this conversation (0: never); a save that does not
+    start from the stored revision is refused (another writer won)."""
+
     def __post_init__(self) -> None:
         self.pending = {adapter: [shared_entry(e) for e in entries]
                         for adapter, entries in self.pending.items()}
@@ -163,4 +167,4 @@ class Conversation:
         """Inverse of ``to_dict``."""
         turns = [TurnRecord(**t) for t in data.get("turns", [])]
         return cls(id=data["id"], views=data.get("views", {}), pending=data.get("pending", {}),
-                   turns=turns, notes=data.get("notes", {}))
+                   turns=turns, notes=data.get("notes", {}), revision=data.get("revision", 0))

@@ -55,3 +55,20 @@ def browse(chain: Any, tmp_path: Path, url: str, shot: str,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL server for the whole run (see tests/pgcluster.py)."""
+    from .pgcluster import PostgresCluster
+
+    cluster = PostgresCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster) -> str:
+    """The URL of a fresh, empty PostgreSQL database."""
+    return postgres_cluster.database()

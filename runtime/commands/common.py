@@ -64,7 +64,7 @@ def load_artifact(path: Path | None) -> Any:
 
 def open_store(args: argparse.Namespace) -> Any:
     """The store named by ``--store``, ``$MOL_SESSION_STORE`` or the artifact."""
-    from mol.runtime.sessions import STORE_ENV, SQLiteSessionStore, store_path
+    from mol.runtime.sessions import STORE_ENV, open_store
 
     url = args.store or os.environ.get(STORE_ENV)
     if url is None:
@@ -74,7 +74,7 @@ def open_store(args: argparse.Namespace) -> Any:
             url = load_artifact(args.hcp).doc.session.store
         else:
             url = SessionConfig().store
-    return SQLiteSessionStore(store_path(url))
+    return open_store(url)
 
 
 class CliSession:
@@ -100,7 +100,7 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
 
     from mol.runtime.errors import SessionNotFound
     from mol.runtime.recorder import Recorder
-    from mol.runtime.sessions import SQLiteSessionStore
+    from mol.runtime.sessions import held, new_owner, open_store, store_url_for
     from mol.runtime.views import Conversation
 
     @asynccontextmanager
@@ -110,12 +110,15 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
             return
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", session_id):
             raise UsageError(f"--session {session_id!r}: use letters, digits, '_', '.', '-'")
-        async with SQLiteSessionStore.for_artifact(artifact) as store:
+        async with (open_store(store_url_for(artifact)) as store,
+                    held(store, session_id, new_owner())):
+            # The lease: a server replica (or another mol run) cannot write this session
+            # meanwhile, and a crash here is recognised as one by whoever comes next.
             try:
                 conversation = await store.load(session_id)
             except SessionNotFound:
                 conversation = Conversation(id=session_id)
-                print(f"[mol] new session {session_id} in {store.path}", file=sys.stderr)
+                print(f"[mol] new session {session_id} in {store.location}", file=sys.stderr)
             recorder = Recorder(store, artifact.digest)
             yield CliSession(conversation, recorder.checkpoint, recorder)
 

@@ -42,6 +42,7 @@ async def serve(args: argparse.Namespace) -> int:
     from mol.runtime.server import serve as run_server
     from mol.runtime.server.auth import check_bind, load_key
     from mol.runtime.sessions import store_path, store_url_for
+    from mol.runtime.sessions.postgres import redacted
 
     for name in ("max_turns", "max_body", "max_connections"):
         if getattr(args, name) < 1:
@@ -52,7 +53,9 @@ async def serve(args: argparse.Namespace) -> int:
     artifact = load_artifact(args.hcp)
     key = load_key()
     check_bind(args.host, key)
-    path = store_path(store_url_for(artifact))
+    url = store_url_for(artifact)
+    # A SQLite store is named by its file (and a bad URL refused here, before any start).
+    path = url if url.startswith(("postgresql://", "postgres://")) else str(store_path(url))
     # mol's own log lines only: the root logger stays quiet so libraries (litellm) do not
     # log every request at INFO.
     handler = logging.StreamHandler(sys.stderr)
@@ -60,10 +63,10 @@ async def serve(args: argparse.Namespace) -> int:
     logger = logging.getLogger("mol")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    print(f"mol serve: {artifact.name} ({artifact.digest[:19]}), sessions in {path}, "
+    print(f"mol serve: {artifact.name} ({artifact.digest[:19]}), sessions in {redacted(path)}, "
           f"{'API key required' if key else 'NO API KEY (loopback only)'}",
           file=sys.stderr, flush=True)
-    config = ServerConfig(artifact=artifact, store_path=str(path), api_key=key,
+    config = ServerConfig(artifact=artifact, store_path=path, api_key=key,
                           engine_url=args.engine_url, max_body=args.max_body,
                           max_turns=args.max_turns, deadline=args.deadline, drain=args.drain,
                           max_connections=args.max_connections,

@@ -41,6 +41,7 @@ class ServerConfig:
 
     artifact: Artifact
     store_path: str
+    """The session store: a SQLite file, or a store URL (``sqlite:///...``, ``postgresql://...``)."""
     api_key: bytes | None
     engine_url: str | None = None
     max_body: int = MAX_BODY
@@ -101,11 +102,11 @@ def _lifespan(config: ServerConfig) -> Any:
         from mol.runtime.app import open_runtime
         from mol.runtime.engine import preload
         from mol.runtime.server.runner import Runner
-        from mol.runtime.sessions import SQLiteSessionStore
+        from mol.runtime.sessions import open_store
 
         await preload()
         async with (
-            SQLiteSessionStore(config.store_path) as store,
+            open_store(config.store_path) as store,
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as base,
             Runner(base, store, max_turns=config.max_turns, deadline=config.deadline,

@@ -28,7 +28,7 @@ from mol.runtime.harness import Harness, TurnResult
 from mol.runtime.recorder import Recorder
 from mol.runtime.server.http import ApiError, engine_error
 from mol.runtime.server.marks import abandon_waiting, continues_in_place, fork, mark_of
-from mol.runtime.sessions import SQLiteSessionStore, TurnLog
+from mol.runtime.sessions import SessionStore, TurnLog
 from mol.runtime.tools import Resources
 from mol.runtime.views import Conversation, TurnRecord
 
@@ -88,7 +88,7 @@ class Job:
 class Runner:
     """Runs turns for the server against a base harness (plugins, toolsets, engine)."""
 
-    def __init__(self, base: Harness, store: SQLiteSessionStore, *, max_turns: int,
+    def __init__(self, base: Harness, store: SessionStore, *, max_turns: int,
                  deadline: float, drain: float) -> None:
         self.base = base
         self.store = store

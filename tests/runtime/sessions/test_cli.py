@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from mol.runtime.cli import main
 from mol.runtime.testing import ScriptedEngine
 
@@ -53,9 +55,18 @@ reply = "<Card/>"
 """
 
 
-def test_run_and_chat_continue_a_stored_session(tmp_path, capsys, monkeypatch):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path) -> str:
+    """The store the CLI uses: a SQLite file, or a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return request.getfixturevalue("postgres_url")
+
+
+def test_run_and_chat_continue_a_stored_session(tmp_path, capsys, monkeypatch, store):
     hcp = tmp_path / "cli.toml"
-    hcp.write_text(HCP.format(store=tmp_path / "s.db"))
+    url = store if "://" in store else f"sqlite:///{store}"
+    hcp.write_text(HCP.replace('"sqlite:///{store}"', '"{store}"').format(store=url))
     with ScriptedEngine.serve(SCRIPT) as engine:
         monkeypatch.setenv("MOL_ENGINE_URL", engine.base_url)
         assert main(["run", "--hcp", str(hcp), "--session", "work", "hello"]) == 0
@@ -73,7 +84,7 @@ def test_run_and_chat_continue_a_stored_session(tmp_path, capsys, monkeypatch):
     assert main(["sessions", "show", "--hcp", str(hcp), "work"]) == 0
     shown = capsys.readouterr().out
     assert "turn 1 [complete] -> L3, route 'L3'" in shown and "view L3 (4 messages)" in shown
-    assert main(["sessions", "show", "--store", str(tmp_path / "s.db"), "--json", "work"]) == 0
+    assert main(["sessions", "show", "--store", store, "--json", "work"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [t["adapter"] for t in data["turns"]] == ["L0", "L3"]
     assert data["turns"][1]["events"][1] == {"type": "route", "adapter": "L3", "raw": "L3",

@@ -1,18 +1,36 @@
-"""The SQLite session store: migrations, one-transaction checkpoints, recovery, marks."""
+"""The session stores (SQLite and PostgreSQL, the same tests for both): migrations,
+one-transaction checkpoints, recovery, marks, responses, revisions and leases."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
 
+import anyio
+import anyio.to_thread
 import pytest
 
-from mol.runtime.errors import SessionError, SessionNotFound
+from mol.runtime.errors import SessionBusy, SessionConflict, SessionError, SessionNotFound
 from mol.runtime.server.marks import continues_in_place, fork, mark_of
-from mol.runtime.sessions import MIGRATIONS, SQLiteSessionStore, TurnLog, store_path
+from mol.runtime.sessions import (
+    MIGRATIONS,
+    SQLiteSessionStore,
+    TurnLog,
+    new_owner,
+    open_store,
+    store_path,
+)
 from mol.runtime.views import Conversation, TurnRecord
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """Each test below that takes it runs once per backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 's.db'}"
+    return request.getfixturevalue("postgres_url")
 
 
 def conversation_with(turns: int) -> Conversation:
@@ -49,51 +67,54 @@ async def test_a_newer_schema_is_refused(tmp_path):
         SQLiteSessionStore(path)
 
 
-async def test_a_conversation_round_trips_with_its_turn_log(tmp_path):
+async def test_a_conversation_round_trips_with_its_turn_log(store_url):
     conv = conversation_with(2)
-    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+    async with open_store(store_url) as store:
         await store.save(conv, None, TurnLog("sha256:abc"))
         log = TurnLog("sha256:def", {"prompt_tokens": 5}, [{"type": "route", "adapter": "L2"}])
         await store.save(conv, conv.turns[1], log)
         loaded = await store.load("conv_test")
         logs = await store.turn_logs("conv_test")
         listed = await store.sessions()
-    assert loaded.to_dict() == conv.to_dict()
+    assert loaded.to_dict() == conv.to_dict() and loaded.revision == 2
     assert [entry["hcp_digest"] for entry in logs] == ["sha256:abc", "sha256:def"]
     assert logs[1]["events"] == [{"type": "route", "adapter": "L2"}]
     assert [(s.id, s.turns, s.last_status) for s in listed] == [("conv_test", 2, "complete")]
 
 
-async def test_unknown_sessions_are_not_found(tmp_path):
-    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+async def test_unknown_sessions_are_not_found(store_url):
+    async with open_store(store_url) as store:
         with pytest.raises(SessionNotFound, match="no session 'nope'"):
             await store.load("nope")
         assert await store.get_mark("chat:nope") is None
         assert await store.get_response("resp_nope") is None
 
 
-async def test_running_turns_are_marked_interrupted_at_the_next_open(tmp_path):
+async def test_running_turns_are_marked_interrupted_at_the_next_open(store_url):
     conv = conversation_with(1)
     conv.turns.append(TurnRecord(index=1, adapter="L0", user="half", status="running"))
-    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+    async with open_store(store_url) as store:
         await store.save(conv, None)
         assert store.interrupted == []
-    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+    async with open_store(store_url) as store:
         assert store.interrupted == [("conv_test", 1)]
         loaded = await store.load("conv_test")
     assert [t.status for t in loaded.turns] == ["complete", "interrupted"]
 
 
-async def test_a_failed_checkpoint_leaves_the_last_one_whole(tmp_path):
+async def test_a_failed_checkpoint_leaves_the_last_one_whole(store_url):
     conv = conversation_with(1)
-    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+    async with open_store(store_url) as store:
         await store.save(conv, None)
         conv.view("L2").append({"role": "user", "content": "more"})
         conv.turns[0].answer = object()  # not storable: the transaction rolls back
         with pytest.raises((SessionError, sqlite3.Error, TypeError)):
             await store.save(conv, conv.turns[0])
+        assert conv.revision == 1  # the failed save did not count
+        conv.turns[0].answer = "a0 again"
+        await store.save(conv, conv.turns[0])  # and the next one writes the message it lost
         loaded = await store.load("conv_test")
-    assert len(loaded.view("L2")) == 2 and loaded.turns[0].answer == "a0"
+    assert len(loaded.view("L2")) == 3 and loaded.turns[0].answer == "a0 again"
 
 
 def test_marks_continue_in_place_or_fork():
@@ -121,8 +142,162 @@ def test_store_urls(url, expected):
 
 def test_store_url_home_and_unsupported():
     assert not str(store_path("sqlite:///~/s.db")).startswith("~")
-    with pytest.raises(SessionError, match="unsupported session store 'postgres://x'"):
-        store_path("postgres://x")
+    with pytest.raises(SessionError, match="unsupported session store 'mysql://x'"):
+        store_path("mysql://x")
+
+
+def _rows(store_url: str, query: str) -> list[tuple]:
+    """Rows straight from the database, outside the store."""
+    if store_url.startswith("sqlite"):
+        return sql(store_path(store_url), query)
+    import psycopg
+
+    with psycopg.connect(store_url) as db:
+        return [tuple(r) for r in db.execute(query).fetchall()]
+
+
+async def test_a_checkpoint_appends_only_the_new_messages(store_url):
+    conv = conversation_with(2)
+    async with open_store(store_url) as store:
+        await store.save(conv, None)
+        first = _rows(store_url, "SELECT idx, body FROM messages ORDER BY idx")
+        conv.view("L2").append({"role": "user", "content": "u2"})
+        await store.save(conv, conv.turns[-1])
+        second = _rows(store_url, "SELECT idx, body FROM messages ORDER BY idx")
+    assert len(first) == 4 and second[:4] == first and second[4][0] == 4
+    assert _rows(store_url, "SELECT state FROM sessions")[0][0].find("views") == -1
+
+
+async def test_views_stored_in_the_old_state_blob_move_to_rows_on_migration(tmp_path):
+    path = tmp_path / "old.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for number, script in enumerate(MIGRATIONS[:2], start=1):
+            db.executescript(f"BEGIN;\n{script.format(real='REAL')}\n"
+                             f"PRAGMA user_version = {number};\nCOMMIT;")
+        state = '{"views": {"L2": [{"role": "user", "content": "old"}]}, "pending": {"L0": ["s"]}}'
+        db.execute("INSERT INTO sessions VALUES ('conv_old', 1, 1, '', NULL, ?)", (state,))
+        db.commit()
+    async with SQLiteSessionStore(path) as store:
+        loaded = await store.load("conv_old")
+    assert loaded.views == {"L2": [{"role": "user", "content": "old"}]}
+    assert loaded.pending == {"L0": [{"adapter": "", "user": "", "summary": "s"}]}
+    assert loaded.revision == 0
+    assert sql(path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+
+
+async def test_a_save_from_a_stale_revision_is_refused(store_url):
+    async with open_store(store_url) as first, open_store(store_url) as second:
+        await first.save(conversation_with(1), None)
+        a, b = await first.load("conv_test"), await second.load("conv_test")
+        a.view("L2").append({"role": "user", "content": "from a"})
+        await first.save(a, a.turns[0])
+        b.view("L2").append({"role": "user", "content": "from b"})
+        with pytest.raises(SessionConflict, match="changed elsewhere"):
+            await second.save(b, b.turns[0])
+        with pytest.raises(SessionConflict, match="already exists"):
+            await second.save(conversation_with(1), None)  # a new one under a taken id
+        final = await second.load("conv_test")
+    assert final.view("L2")[-1] == {"role": "user", "content": "from a"}
+    assert final.revision == 2
+
+
+async def test_a_lease_is_exclusive_until_it_expires_then_the_taker_interrupts_the_turn(
+        store_url):
+    conv = conversation_with(1)
+    conv.turns.append(TurnRecord(index=1, adapter="L2", user="half", status="running"))
+    async with open_store(store_url) as replica_a, open_store(store_url) as replica_b:
+        a, b = new_owner(), new_owner()
+        assert await replica_a.acquire("conv_test", a, ttl=1.5) == []
+        await replica_a.save(conv, None)
+        with pytest.raises(SessionBusy, match="in flight elsewhere") as busy:
+            await replica_b.acquire("conv_test", b)
+        assert 0 < busy.value.retry_after <= 1.5
+        assert await replica_a.renew("conv_test", a, ttl=0.3)
+        await anyio.sleep(0.5)  # a "dies": its lease runs out
+        assert await replica_b.acquire("conv_test", b) == [1]
+        assert not await replica_a.renew("conv_test", a)  # lost
+        with pytest.raises(SessionConflict):  # and fenced out, should it write again
+            await replica_a.save(conv, conv.turns[1])
+        taken = await replica_b.load("conv_test")
+        await replica_b.release("conv_test", b)
+        assert await replica_a.acquire("conv_test", a) == []  # free again, nothing to undo
+    assert [t.status for t in taken.turns] == ["complete", "interrupted"]
+
+
+async def test_a_lease_of_a_dead_local_process_is_free_at_once(store_url):
+    import sys
+
+    from mol.sandboxes.owner import Owner, current
+
+    child = await anyio.run_process([sys.executable, "-c", "import os; print(os.getpid())"])
+    me = current()
+    dead = Owner(me.host, me.boot, int(child.stdout), 1).label() + "#dead"
+    async with open_store(store_url) as store:
+        assert await store.acquire("conv_x", dead, ttl=600) == []
+        assert await store.acquire("conv_x", new_owner()) == []  # no wait for the 600 s
+
+
+async def test_opening_the_store_leaves_turns_held_by_a_live_replica_running(store_url):
+    conv = conversation_with(1)
+    conv.turns.append(TurnRecord(index=1, adapter="L2", user="live", status="running"))
+    async with open_store(store_url) as replica_a:
+        await replica_a.acquire("conv_test", new_owner(), ttl=60)
+        await replica_a.save(conv, None)
+        async with open_store(store_url) as replica_b:  # a second replica starts
+            assert replica_b.interrupted == []
+            assert (await replica_b.load("conv_test")).turns[1].status == "running"
+
+
+async def test_a_stored_response_is_never_replaced(store_url):
+    async with open_store(store_url) as store:
+        await store.save(conversation_with(1), None)
+        await store.put_mark("resp_1", "conv_test", {"turns": 1}, (None, {"v": 1}))
+        await store.put_mark("resp_1", "conv_test", {"turns": 2}, (None, {"v": 2}))
+        assert await store.get_response("resp_1") == {"v": 1}
+        assert (await store.get_mark("resp_1"))[1] == {"turns": 2}  # marks do move
+
+
+async def test_replicas_racing_for_one_lease_get_exactly_one_winner(postgres_url):
+    stores = [open_store(postgres_url) for _ in range(4)]
+    outcomes: list[str] = []
+
+    async def race(store) -> None:
+        try:
+            await store.acquire("conv_race", new_owner())
+            outcomes.append("won")
+        except SessionBusy:
+            outcomes.append("busy")
+
+    try:
+        async with anyio.create_task_group() as group:
+            for store in stores:
+                group.start_soon(race, store)
+    finally:
+        for store in stores:
+            store.close()
+    assert sorted(outcomes) == ["busy", "busy", "busy", "won"]
+
+
+async def test_replicas_migrate_a_new_database_once(postgres_url):
+    opened: list = []
+
+    def start() -> None:
+        opened.append(open_store(postgres_url))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(anyio.to_thread.run_sync, start)
+    for store in opened:
+        store.close()
+    assert _rows(postgres_url, "SELECT version FROM mol_schema") == [(len(MIGRATIONS),)]
+
+
+async def test_an_unreachable_postgresql_is_a_clear_error():
+    with pytest.raises(SessionError) as caught:
+        open_store("postgresql://u:secret@127.0.0.1:9/none")
+    message = str(caught.value)
+    assert message.startswith("postgresql://u:***@127.0.0.1:9/none: cannot connect to PostgreSQL")
+    assert "refused" in message and "secret" not in message
 
 
 async def test_pending_summaries_stored_as_plain_text_still_load(tmp_path):
