@@ -54,7 +54,7 @@ startup_timeout_sec = 30
 prompt = "You act."
 mcp_servers = ["everything"]
 tools.allow = ["mcp__everything__get-sum", "mcp__everything__echo",
-               "mcp__everything__get-tiny-image"]
+               "mcp__everything__get-tiny-image", "mcp__everything__toggle-subscriber-updates"]
 """)
     return load(path)
 
@@ -170,3 +170,19 @@ async def test_without_the_capabilities_the_published_server_hides_those_tools(e
         names = {t.name for t in await mcp.tools("L1")}
     assert "mcp__everything__trigger-sampling-request" not in names  # sampling not offered
     assert "mcp__everything__get-roots-list" in names  # roots and elicitation always are
+
+
+async def test_a_resource_subscription_brings_the_servers_updates(everything, tmp_path):
+    async with MCPManager(artifact(tmp_path, everything)) as mcp:
+        await mcp.wait_ready()
+        server = mcp.servers["everything"]
+        conn = await server.connection()
+        [(_, first), *_] = await mcp.resources()
+        await conn.subscribe(str(first.uri))
+        # The reference server then sends resources/updated for each subscribed URI (at
+        # once, then every 5 s) once its simulated updates are switched on.
+        toggled = await mcp.call("L1", "mcp__everything__toggle-subscriber-updates", {})
+        assert "Started" in toggled.content, toggled.content
+        with anyio.fail_after(20):
+            while str(first.uri) not in server.updated:
+                await anyio.sleep(0.05)
