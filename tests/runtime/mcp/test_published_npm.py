@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -178,11 +179,18 @@ async def test_a_resource_subscription_brings_the_servers_updates(everything, tm
         server = mcp.servers["everything"]
         conn = await server.connection()
         [(_, first), *_] = await mcp.resources()
+        seen, noted = anyio.Event(), conn.on_change
+
+        async def noting(connection: Any, what: str) -> None:
+            await noted(connection, what)
+            if str(first.uri) in server.updated:
+                seen.set()
+
+        conn.on_change = noting
         await conn.subscribe(str(first.uri))
         # The reference server then sends resources/updated for each subscribed URI (at
         # once, then every 5 s) once its simulated updates are switched on.
         toggled = await mcp.call("L1", "mcp__everything__toggle-subscriber-updates", {})
         assert "Started" in toggled.content, toggled.content
         with anyio.fail_after(20):
-            while str(first.uri) not in server.updated:
-                await anyio.sleep(0.05)
+            await seen.wait()
