@@ -149,3 +149,7 @@ class SessionConfig(Model):
     """Session store URL: ``sqlite:///PATH`` (``~`` expands to the home folder), or
     ``postgresql://USER@HOST/DB`` for server replicas sharing one database (needs
     ``pip install 'mol-agent[postgres]'``; the password from the URL or the ``PG*`` variables)."""
+    lease: float = Field(default=15.0, ge=1.0, le=3600.0)
+    """Seconds a turn's hold on its conversation lasts unless renewed (every third of it,
+    while the turn runs). A replica that dies holding one keeps its conversation busy
+    (409) until it expires, unless its process is seen gone on this machine."""

@@ -111,7 +111,7 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", session_id):
             raise UsageError(f"--session {session_id!r}: use letters, digits, '_', '.', '-'")
         async with (open_store(store_url_for(artifact)) as store,
-                    held(store, session_id, new_owner())):
+                    held(store, session_id, new_owner(), artifact.doc.session.lease)):
             # The lease: a server replica (or another mol run) cannot write this session
             # meanwhile, and a crash here is recognised as one by whoever comes next.
             try:

@@ -110,7 +110,7 @@ def _lifespan(config: ServerConfig) -> Any:
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as base,
             Runner(base, store, max_turns=config.max_turns, deadline=config.deadline,
-                   drain=config.drain) as runner,
+                   drain=config.drain, lease=config.artifact.doc.session.lease) as runner,
         ):
             for session_id, index in store.interrupted:
                 log.warning("session %s: turn %d was interrupted by a restart",

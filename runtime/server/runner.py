@@ -23,12 +23,19 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mol.runtime import events as ev
-from mol.runtime.errors import ConversationError, EngineError, MolError
+from mol.runtime.errors import (
+    ConversationError,
+    EngineError,
+    MolError,
+    SessionBusy,
+    SessionConflict,
+)
 from mol.runtime.harness import Harness, TurnResult
 from mol.runtime.recorder import Recorder
 from mol.runtime.server.http import ApiError, engine_error
+from mol.runtime.server.leases import Leases, busy, conflict
 from mol.runtime.server.marks import abandon_waiting, continues_in_place, fork, mark_of
-from mol.runtime.sessions import SessionStore, TurnLog
+from mol.runtime.sessions import LEASE_SEC, SessionStore, TurnLog
 from mol.runtime.tools import Resources
 from mol.runtime.views import Conversation, TurnRecord
 
@@ -89,7 +96,7 @@ class Runner:
     """Runs turns for the server against a base harness (plugins, toolsets, engine)."""
 
     def __init__(self, base: Harness, store: SessionStore, *, max_turns: int,
-                 deadline: float, drain: float) -> None:
+                 deadline: float, drain: float, lease: float = LEASE_SEC) -> None:
         self.base = base
         self.store = store
         self.max_turns = max_turns
@@ -100,7 +107,8 @@ class Runner:
         self._idle.set()
         self._group: TaskGroup | None = None
         self._stack = AsyncExitStack()
-        self._locks: dict[str, anyio.Lock] = {}
+        self.leases = Leases(store, lease)
+        """The conversations this replica's turns hold (``mol.runtime.server.leases``)."""
         self._resources: OrderedDict[str, Resources] = OrderedDict()
         self._in_use: dict[str, int] = {}
         """Turns running per conversation: their resources are never closed."""
@@ -109,6 +117,7 @@ class Runner:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self._close_resources)  # after the turns ended
             self._group = await stack.enter_async_context(anyio.create_task_group())
+            self._group.start_soon(self.leases.renew_forever)
             self._stack = stack.pop_all()
         return self
 
@@ -171,6 +180,10 @@ class Runner:
             _send(job, result)
         except ApiError as exc:
             _send(job, exc)
+        except SessionBusy as exc:
+            _send(job, busy(exc))
+        except SessionConflict as exc:
+            _send(job, conflict(exc))
         except TimeoutError:
             _send(job, ApiError(504, f"the turn exceeded the server's deadline of "
                                      f"{self.deadline:g} s", code="deadline"))
@@ -185,12 +198,14 @@ class Runner:
             log.exception("turn failed")
             _send(job, ApiError(500, f"internal error: {type(exc).__name__}"))
         finally:
-            for session_id in held:
-                self._release(session_id)
-            job.send.close()
-            self.active -= 1
-            if self.active == 0:
-                self._idle.set()
+            try:
+                for session_id in held:
+                    await self.leases.give(session_id)
+            finally:
+                job.send.close()
+                self.active -= 1
+                if self.active == 0:
+                    self._idle.set()
 
     async def _turn(self, conversation: Conversation, request: TurnRequest,
                     job: Job) -> TurnResult:
@@ -287,19 +302,10 @@ class Runner:
 
     async def _acquire(self, session_id: str, held: list[str]) -> None:
         for other in list(held):
-            self._release(other)
+            await self.leases.give(other)
             held.remove(other)
-        lock = self._locks.setdefault(session_id, anyio.Lock())
-        await lock.acquire()
+        await self.leases.take(session_id)
         held.append(session_id)
-
-    def _release(self, session_id: str) -> None:
-        lock = self._locks.get(session_id)
-        if lock is None:
-            return
-        lock.release()
-        if not lock.locked() and lock.statistics().tasks_waiting == 0:
-            del self._locks[session_id]
 
     async def _resources_for(self, session_id: str) -> Resources:
         if session_id in self._resources:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +25,20 @@ __all__ = ["browse"]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 KEY = "sk-test-canary-7f3c9d2e1b"
+
+STARTED: list[subprocess.Popen] = []
+"""``mol serve`` processes a test started (``processes.Server``): killed after it."""
+
+
+@pytest.fixture(autouse=True)
+def no_server_left() -> Iterator[None]:
+    """A failing test must not leave a ``mol serve`` process behind."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
 
 HCP = hcp_text("""\
 [engine]
@@ -116,7 +131,10 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
                           plugins=plugins, **options)
     port = free_port()
     server = uvicorn.Server(uvicorn_config(create_app(config), config, "127.0.0.1", port,
-                                           log_level="warning", timeout_graceful_shutdown=5))
+                                           log_level="warning", timeout_graceful_shutdown=5,
+                                           # uvloop (when installed) cannot close a loop
+                                           # cleanly outside the main thread.
+                                           loop="asyncio"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
 import threading
-import time
 from pathlib import Path
 
-import httpx
 import openai
-import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import KEY, free_port, write_hcp
+from .conftest import KEY
+from .processes import Server, engine_saw, in_background, until
 
 SCRIPT = """
 [[L0]]
@@ -61,81 +58,6 @@ constrained = false
 times = -1
 reply = "noted"
 """
-
-
-STARTED: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def no_server_left():
-    """A failing test must not leave a ``mol serve`` process behind."""
-    yield
-    while STARTED:
-        proc = STARTED.pop()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-
-
-class Server:
-    """One ``mol serve`` process, its log appended to ``log``."""
-
-    def __init__(self, tmp: Path, engine_url: str, log: Path) -> None:
-        self.port = free_port()
-        key_file = tmp / "key"
-        key_file.write_text(KEY + "\n")
-        env = {**os.environ, "MOL_API_KEY_FILE": str(key_file)}
-        env.pop("MOL_ALLOW_UNAUTHENTICATED", None)
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                ["mol", "serve", "--hcp", str(write_hcp(tmp)), "--port", str(self.port),
-                 "--engine-url", engine_url, "--drain", "10"],
-                stdout=out, stderr=subprocess.STDOUT, env=env)
-        STARTED.append(self.proc)
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        until(self._healthy, 60)
-        self.client = openai.OpenAI(base_url=self.url, api_key=KEY, max_retries=0, timeout=60)
-
-    def _healthy(self) -> bool:
-        assert self.proc.poll() is None, "mol serve exited"
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def kill(self) -> None:
-        self.client.close()
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
-def until(condition, timeout: float) -> None:
-    """Wait for ``condition()`` (polling), failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {condition}"
-        time.sleep(0.05)
-
-
-def in_background(call) -> threading.Thread:
-    """Run a request whose server will die under it (its error is expected)."""
-    def swallow() -> None:
-        with contextlib.suppress(openai.APIError):
-            call()
-
-    thread = threading.Thread(target=swallow)
-    thread.start()
-    return thread
-
-
-def engine_saw(engine, needle: str, constrained: bool | None = None) -> bool:
-    for record in engine.requests_for("L0"):
-        body = record["body"]
-        if constrained is not None and ("structured_outputs" in body) != constrained:
-            continue
-        if needle in body["messages"][-1]["content"]:
-            return True
-    return False
 
 
 def turns(store: Path) -> list[tuple[int, str, str, str]]:
