@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -55,8 +56,9 @@ async def test_fork_bomb_is_contained_and_reported(small_sandbox: Sandbox) -> No
     assert "Timed out" in probe.render() or "process limit" in probe.render()
     assert growth < 32 << 20
     # (Messages the bomb wrote just before it died may still arrive first.)
-    count = await sandbox.run("echo; ps -e --no-headers | wc -l")
-    assert int(count.output.split()[-1]) < 10, count
+    count = await sandbox.run('echo "processes=$(ps -e --no-headers | wc -l)"')
+    said = re.findall(r"^processes=(\d+)$", count.output, re.MULTILINE)
+    assert said and int(said[-1]) < 10, count
     state = await sandbox.run('pwd; echo "$SURVIVES"')
     if probe.shell_exited or count.fresh_shell:
         # bash gives up after its fork retries and exits: said so, and replaced.
