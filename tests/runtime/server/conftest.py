@@ -116,7 +116,8 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
                           plugins=plugins, **options)
     port = free_port()
     server = uvicorn.Server(uvicorn_config(create_app(config), config, "127.0.0.1", port,
-                                           log_level="warning", timeout_graceful_shutdown=5))
+                                           log_level="warning", timeout_graceful_shutdown=5,
+                                           loop="asyncio"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -136,3 +137,32 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
 @pytest.fixture
 def hcp_path(tmp_path: Path) -> Path:
     return write_hcp(tmp_path)
+
+
+def transcript_problems(requests: list[dict[str, Any]]) -> list[str]:
+    """Every engine request in ``requests`` (the scripted engine's log) whose messages break
+    the Chat Completions tool-call contract: an assistant tool-call message must be followed
+    by exactly its results (each once) before any other message, and every tool message
+    must answer a call still open. Written apart from mol's own check, so one cannot hide
+    a mistake of the other."""
+    problems = []
+    for record in requests:
+        body = record.get("body")
+        if not isinstance(body, dict):
+            continue
+        open_ids: set[str] = set()
+        for i, message in enumerate(body.get("messages") or []):
+            where = f"request #{record['seq']} ({record['adapter']}) message {i}"
+            if message.get("role") == "tool":
+                if message.get("tool_call_id") not in open_ids:
+                    problems.append(f"{where}: a result for {message.get('tool_call_id')!r}, "
+                                    "which no open call asked for")
+                open_ids.discard(message.get("tool_call_id"))
+                continue
+            if open_ids:
+                problems.append(f"{where}: {sorted(open_ids)} left without results")
+            open_ids = {call["id"] for call in message.get("tool_calls") or []}
+        if open_ids:
+            problems.append(f"request #{record['seq']} ({record['adapter']}) ends with "
+                            f"{sorted(open_ids)} unanswered")
+    return problems
