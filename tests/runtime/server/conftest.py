@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -166,3 +168,19 @@ def transcript_problems(requests: list[dict[str, Any]]) -> list[str]:
             problems.append(f"request #{record['seq']} ({record['adapter']}) ends with "
                             f"{sorted(open_ids)} unanswered")
     return problems
+
+
+def settled_turns(store, pattern: str, count: int, timeout: float = 30) -> list[tuple]:
+    """``(session, index, status, adapter, summary)`` of the stored turns whose user text is
+    like ``pattern``, once ``count`` of them are settled (the summary hop runs after the
+    reply has gone out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(store)) as db:
+            rows = db.execute("SELECT session_id, idx, status, adapter, summary FROM turns "
+                              "WHERE user_text LIKE ? ORDER BY idx", (pattern,)).fetchall()
+        if len(rows) >= count and all(row[2] != "running" for row in rows):
+            return rows
+        if time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
