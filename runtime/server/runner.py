@@ -67,6 +67,8 @@ class Runner:
         self.metrics = metrics
         """Counts what turns do (``mol.runtime.server.metrics.Metrics``), when given."""
         self._handles: dict[str, Job] = {}
+        self._named: dict[str, Job] = {}
+        """Keys named while their turn runs (rewritten when it ends), by key."""
         self.active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -119,6 +121,12 @@ class Runner:
             job.scope.cancel()
         return job
 
+    def forget(self, key: str) -> None:
+        """Do not rewrite ``key`` when its turn ends (a response deleted meanwhile)."""
+        job = self._named.pop(key, None)
+        if job is not None and key in job.keys:
+            job.keys.remove(key)
+
     async def _replied(self, job: Job) -> None:
         """The reply is complete: trade the turn slot for a background slot."""
         if job.replied:
@@ -142,6 +150,7 @@ class Runner:
             await self.store.put_mark(key, job.session_id, job.mark, response, aliases)
             return
         job.keys += [key, *aliases]
+        self._named.update(dict.fromkeys([key, *aliases], job))
         assert job.conversation is not None
         await self.store.put_mark(key, job.session_id, mark_of(job.conversation), response,
                                   aliases)
@@ -159,8 +168,9 @@ class Runner:
                 job.session_id, job.conversation = conversation.id, conversation
                 result = await self._turn(conversation, request, job)
                 job.mark = mark_of(conversation)
-                for key in job.keys:
-                    await self.store.put_mark(key, conversation.id, job.mark)
+                for key in list(job.keys):
+                    if key in job.keys:  # not forgotten meanwhile
+                        await self.store.put_mark(key, conversation.id, job.mark)
             _send(job, TurnCancelled() if job.scope.cancelled_caught else result)
         except ApiError as exc:
             _send(job, exc)
@@ -183,6 +193,8 @@ class Runner:
             self._end(job, held)
 
     def _end(self, job: Job, held: list[str]) -> None:
+        for key in job.keys:
+            self._named.pop(key, None)
         for session_id in held:
             self._release(session_id)
         job.send.close()

@@ -5,7 +5,8 @@ A response made with ``store`` (the default) is kept with the input items of its
 (its conversation stays, and a client replaying its transcript still continues it).
 ``cancel`` stops a response still in progress (a stream another connection reads): the
 harness marks its turn interrupted at a consistent point, and the stream ends with
-``response.failed`` (status ``cancelled``); a completed response cannot be cancelled.
+``response.failed`` (status ``cancelled``) and the response is not kept; a completed
+response cannot be cancelled.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ async def input_items(request: Request) -> Response:
 async def delete_response(request: Request) -> Response:
     """``DELETE /v1/responses/{id}``: forget a stored response; 404 if unknown."""
     response_id = request.path_params["response_id"]
-    if not await request.app.state.runner.store.delete_response(response_id):
+    runner = request.app.state.runner
+    runner.forget(response_id)  # its turn may still be summarising: it must not write it back
+    if not await runner.store.delete_response(response_id):
         raise ApiError(404, f"no stored response {response_id!r}", param="response_id")
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
