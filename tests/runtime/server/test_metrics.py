@@ -4,6 +4,8 @@ keep-alives while a turn is quiet."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -116,3 +118,7 @@ def test_streams_send_keep_alives_while_the_turn_is_quiet(served, path):
     # The 1.2 s engine delay, with keep-alives every 0.3 s, before the text arrives.
     text = next(i for i, line in enumerate(lines) if '"Slo"' in line)  # the first delta
     assert len(kept) >= 2 and kept[0] < text, lines
+    if path == "/responses":  # usage is always in response.completed
+        [done] = [json.loads(line.removeprefix("data: ")) for line in lines
+                  if line.startswith("data: ") and "response.completed" in line]
+        assert done["response"]["usage"]["total_tokens"] > 0
