@@ -14,6 +14,8 @@ from mol.runtime.testing import ScriptedEngine
 
 from .conftest import serve_app, settled_turns, transcript_problems
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = """
 [[L0]]
 constrained = true
