@@ -180,8 +180,15 @@ class PublicModelConfig(Model):
 
 
 class ServingConfig(Model):
-    """What ``mol serve`` shows clients."""
+    """What ``mol serve`` shows clients, and how it queues their turns."""
 
     expose_adapters: bool = False
     """List the adapters in ``/v1/models`` beside the public model and let a request name
     one to pin it (skipping the route hop). False: only the public model exists."""
+    queue: int = Field(default=512, ge=0, le=65536)
+    """Turns that may wait, first come first served, for one of the ``--max-turns`` slots;
+    one more is refused with 429 and ``Retry-After``. 0: refuse at once when the slots are
+    taken. ``mol serve --queue`` overrides it."""
+    queue_wait: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a turn may wait in the queue; then it is refused with 429 and
+    ``Retry-After``. ``mol serve --queue-wait`` overrides it."""

@@ -30,6 +30,8 @@ keep their cause (``raise ... from exc``)::
     │   ├── ShellDied               the persistent shell exited
     │   └── PathEscape              a file path points outside the workspace
     ├── ConversationError         a conversation cannot continue as asked (exit 2)
+    │   └── InvalidTranscript       a view would break the tool-call contract (a call
+    │                               without its results, a result without its call)
     ├── SkillError                a skill folder is invalid (mol.skills)
     ├── GenUIError                generated UI cannot be checked or previewed (mol.genui)
     │   └── GenUISetupError         the npm toolchain is missing: run ``mol genui setup``
@@ -216,6 +218,12 @@ class ConversationError(MolError):
     """A conversation cannot continue as asked, e.g. tool results for calls mol never issued."""
 
     exit_code = 2
+
+
+class InvalidTranscript(ConversationError):
+    """Messages that break the Chat Completions tool-call contract: an assistant tool-call
+    message not followed by exactly its results, or a tool message answering no open call.
+    No view is ever built that way (``mol.runtime.views.check_steps``)."""
 
 
 class SkillError(MolError):

@@ -34,7 +34,7 @@ from mol.runtime.hooks import (
 )
 from mol.runtime.policy import decide
 from mol.runtime.tools import Tool, ToolContext, ToolResult, parse_arguments, run_tool, to_result
-from mol.runtime.views import new_call_id
+from mol.runtime.views import check_steps, new_call_id
 
 MAX_PARALLEL_TOOLS = 8
 """Tool calls of one model reply that run at the same time."""
@@ -228,6 +228,8 @@ async def _ask(env: LoopEnv, messages: list[dict[str, Any]], specs: list[dict[st
                params: dict[str, Any]) -> tuple[Completion, dict[int, str]]:
     """One model call; returns the completion and the mol ids already given (while
     streaming) to the calls at those indices."""
+    # The engine is never sent a call without its results, nor a result without its call.
+    check_steps(messages, where=f"the request of {env.adapter}")
     ids: dict[int, str] = {}
     client_index: dict[int, int] = {}
 

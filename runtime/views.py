@@ -9,6 +9,14 @@ message followed by an assistant message carrying its summary
 adapter is a byte-for-byte extension of its previous one and the engine's
 prefix cache keeps hitting.
 
+Every view keeps the tool-call contract of Chat Completions: an assistant
+message with tool calls is followed by exactly its results before anything
+else, and every tool message answers a call still open. Only the end of a view
+may hold calls still open (the client's, while the turn waits for their
+results); a request to the engine never does. ``check_steps`` enforces this
+wherever a view is built or extended (``Conversation.seed_view``,
+``Conversation.commit``), so an invalid view cannot exist.
+
 ``Conversation`` is plain data (JSON-able), so a session store can persist it.
 """
 
@@ -19,6 +27,8 @@ import secrets
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from mol.runtime.errors import InvalidTranscript
 
 CALL_ID = re.compile(r"^call_([A-Za-z][A-Za-z0-9_-]{0,31})_[0-9a-zA-Z]+$")
 """Tool call ids handed out by mol encode the issuing adapter (any adapter name; the part
@@ -44,6 +54,60 @@ def adapter_of_call(call_id: str, adapters: Collection[str] | None = None) -> st
     if match is None or (adapters is not None and match.group(1) not in adapters):
         return None
     return match.group(1)
+
+
+def steps_problem(messages: Sequence[dict[str, Any]], open_end: bool = False) -> str | None:
+    """Why ``messages`` break the tool-call contract, or None: an assistant tool-call message
+    must be followed by exactly its results (any order, each once) before any other
+    message, and a tool message must answer a call still open. ``open_end``: the messages
+    may end with calls still open (a turn waiting for the client's results)."""
+    waiting: list[str] | None = None
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not waiting or call_id not in waiting:
+                return f"message {i} is a result for {call_id!r}, which no open call asked for"
+            waiting.remove(call_id)
+            continue
+        if waiting:
+            return f"message {i} ({role}) comes before the results of {waiting}"
+        ids = [call.get("id") for call in message.get("tool_calls") or []]
+        if len(set(ids)) != len(ids):
+            return f"message {i} issues the same call id twice: {ids}"
+        waiting = ids if role == "assistant" and ids else None
+    if waiting and not open_end:
+        return f"the messages end with calls {waiting} unanswered"
+    return None
+
+
+def check_steps(messages: Sequence[dict[str, Any]], open_end: bool = False,
+                where: str = "the messages") -> None:
+    """``InvalidTranscript`` when ``messages`` break the tool-call contract (``steps_problem``)."""
+    problem = steps_problem(messages, open_end)
+    if problem is not None:
+        raise InvalidTranscript(f"{where} break the tool-call contract: {problem}")
+
+
+def open_step(view: Sequence[dict[str, Any]]) -> int:
+    """Where the last tool step of ``view`` starts when it may still be open (its assistant
+    tool-call message followed only by results), else ``len(view)``."""
+    start = len(view)
+    while start > 0 and view[start - 1].get("role") == "tool":
+        start -= 1
+    if start > 0 and view[start - 1].get("role") == "assistant" and view[start - 1].get(
+            "tool_calls"):
+        return start - 1
+    return len(view)
+
+
+def open_calls(view: Sequence[dict[str, Any]]) -> list[str]:
+    """The call ids at the end of ``view`` still waiting for their results, in call order."""
+    start = open_step(view)
+    if start == len(view):
+        return []
+    answered = {m.get("tool_call_id") for m in view[start + 1:]}
+    return [c["id"] for c in view[start]["tool_calls"] if c["id"] not in answered]
 
 
 def shared_entry(entry: Any) -> dict[str, str]:
@@ -139,10 +203,20 @@ class Conversation:
         opening.append({"role": "user", "content": user_text})
         return opening
 
+    def seed_view(self, adapter: str, messages: list[dict[str, Any]]) -> None:
+        """Set the adapter's view (a conversation rebuilt from a client's history);
+        ``InvalidTranscript`` when it would break the tool-call contract."""
+        check_steps(messages, open_end=True, where=f"the view of {adapter}")
+        self.views[adapter] = messages
+
     def commit(self, adapter: str, messages: list[dict[str, Any]], opened: bool = False) -> None:
         """Append messages to the adapter's view; ``opened``: they start a turn, so the
-        pending summaries they carry are now consumed."""
-        self.view(adapter).extend(messages)
+        pending summaries they carry are now consumed. ``InvalidTranscript`` (and nothing
+        appended) when the view would break the tool-call contract."""
+        view = self.view(adapter)
+        start = open_step(view)  # before it, the view is closed: only its tail is checked
+        check_steps([*view[start:], *messages], open_end=True, where=f"the view of {adapter}")
+        view.extend(messages)
         if opened:
             self.pending[adapter] = []
             self.notes.pop(adapter, None)

@@ -17,7 +17,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
                         "engine.api_base (also $MOL_ENGINE_URL)")
     parser.add_argument("--max-turns", type=int, default=64,
-                        help="turns running at once; more get 429 (default 64)")
+                        help="turns running at once; more wait in the queue (default 64)")
+    parser.add_argument("--queue", type=int, default=None,
+                        help="turns that may wait for a slot; one more gets 429 (default: "
+                        "the artifact's [server] queue, 512)")
+    parser.add_argument("--queue-wait", type=float, default=None,
+                        help="seconds a turn may wait for a slot, then 429 (default: the "
+                        "artifact's [server] queue_wait, 60)")
     parser.add_argument("--deadline", type=float, default=600.0,
                         help="seconds a turn may take before it is cancelled (default 600)")
     parser.add_argument("--drain", type=float, default=10.0,
@@ -50,6 +56,10 @@ async def serve(args: argparse.Namespace) -> int:
     for name in ("header_timeout", "body_timeout"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+    if args.queue is not None and args.queue < 0:
+        raise UsageError("--queue must be at least 0")
+    if args.queue_wait is not None and args.queue_wait <= 0:
+        raise UsageError("--queue-wait must be a positive number of seconds")
     artifact = load_artifact(args.hcp)
     key = load_key()
     check_bind(args.host, key)
@@ -68,7 +78,8 @@ async def serve(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     config = ServerConfig(artifact=artifact, store_path=path, api_key=key,
                           engine_url=args.engine_url, max_body=args.max_body,
-                          max_turns=args.max_turns, deadline=args.deadline, drain=args.drain,
+                          max_turns=args.max_turns, queue=args.queue,
+                          queue_wait=args.queue_wait, deadline=args.deadline, drain=args.drain,
                           max_connections=args.max_connections,
                           header_timeout=args.header_timeout, body_timeout=args.body_timeout)
     await run_server(config, args.host, args.port)

@@ -1,9 +1,11 @@
 """The OpenAI-compatible server: Starlette on uvicorn.
 
-Routes: ``GET /health`` (no auth), ``GET /v1/models`` and ``GET /v1/models/{id}``,
-``POST /v1/chat/completions`` (``chat``), ``POST /v1/responses`` and
-``GET /v1/responses/{id}`` (``responses``), ``GET /ui/{id}`` (the preview of a response's
-generated UI, ``genui``) and its modules under ``/ui/assets/`` (no auth: static files).
+Routes: ``GET /health`` (no auth), ``GET /metrics`` (``metrics``), ``GET /v1/models`` and
+``GET /v1/models/{id}``, ``POST /v1/chat/completions`` (``chat``), ``POST /v1/responses``
+(``responses``), ``GET`` and ``DELETE /v1/responses/{id}``, ``GET
+/v1/responses/{id}/input_items`` and ``POST /v1/responses/{id}/cancel`` (``stored``),
+``GET /ui/{id}`` (the preview of a response's generated UI, ``genui``) and its modules
+under ``/ui/assets/`` (no auth: static files).
 Clients see one model, the artifact's ``[model] name``; the adapters too only with
 ``[server] expose_adapters``. Every other route needs the bearer key (``auth``). Turns run
 in the background ``Runner``
@@ -46,7 +48,14 @@ class ServerConfig:
     engine_url: str | None = None
     max_body: int = MAX_BODY
     max_turns: int = 64
-    """Turns running at once; more are refused with 429 and ``Retry-After``."""
+    """Turns running at once; more wait in the queue."""
+    queue: int | None = None
+    """Turns that may wait for a slot (None: the artifact's ``[server] queue``); one more is
+    refused with 429 and ``Retry-After``."""
+    queue_wait: float | None = None
+    """Seconds a turn may wait for a slot (None: the artifact's ``[server] queue_wait``)."""
+    keepalive: float = 15.0
+    """Seconds of quiet after which a streamed reply sends an SSE keep-alive comment."""
     deadline: float = 600.0
     """Seconds a turn may take before it is cancelled (504)."""
     drain: float = 10.0
@@ -70,15 +79,26 @@ def create_app(config: ServerConfig) -> Any:
     from mol.runtime.server.chat import chat_completions
     from mol.runtime.server.genui import ui_page
     from mol.runtime.server.idempotency import Idempotency
-    from mol.runtime.server.responses import create_response, get_response
+    from mol.runtime.server.metrics import Counted, Metrics
+    from mol.runtime.server.responses import create_response
+    from mol.runtime.server.stored import (
+        cancel_response,
+        delete_response,
+        get_response,
+        input_items,
+    )
 
     routes = [
         Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
+        Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         Route("/ui/{response_id}", ui_page, methods=["GET"]),
         asset_route(),
     ]
@@ -88,12 +108,13 @@ def create_app(config: ServerConfig) -> Any:
     app.state.config = config
     app.state.max_body = config.max_body
     app.state.body_timeout = config.body_timeout
+    app.state.keepalive = config.keepalive
     app.state.models = served_models(config.artifact)
     app.state.adapters = frozenset(config.artifact.doc.adapters)
+    app.state.metrics = counts = Metrics()
     kept = Idempotency(app, max_body=config.max_body, body_timeout=config.body_timeout)
-    if config.api_key is None:
-        return LoopbackOnly(kept)
-    return BearerAuth(kept, config.api_key)
+    guarded = LoopbackOnly(kept) if config.api_key is None else BearerAuth(kept, config.api_key)
+    return Counted(guarded, counts)
 
 
 def _lifespan(config: ServerConfig) -> Any:
@@ -105,13 +126,18 @@ def _lifespan(config: ServerConfig) -> Any:
         from mol.runtime.sessions import open_store
 
         await preload()
+        serving = config.artifact.doc.server
         async with (
             open_store(config.store_path) as store,
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as base,
             Runner(base, store, max_turns=config.max_turns, deadline=config.deadline,
-                   drain=config.drain, lease=config.artifact.doc.session.lease) as runner,
+                   drain=config.drain, lease=config.artifact.doc.session.lease,
+                   queue=serving.queue if config.queue is None else config.queue,
+                   queue_wait=serving.queue_wait if config.queue_wait is None
+                   else config.queue_wait, metrics=app.state.metrics) as runner,
         ):
+            app.state.metrics.attach(runner)
             for session_id, index in store.interrupted:
                 log.warning("session %s: turn %d was interrupted by a restart",
                             session_id, index)
@@ -144,6 +170,12 @@ async def health(request: Request) -> Response:
     body = {"status": "ok" if healthy else "degraded", "engine": {"ok": ok, "detail": detail},
             "mcp_servers": servers}
     return JSONResponse(body, status_code=200 if healthy else 503)
+
+
+async def metrics(request: Request) -> Response:
+    """``GET /metrics``: the Prometheus text format (``mol.runtime.server.metrics``)."""
+    body, kind = request.app.state.metrics.render()
+    return Response(body, media_type=kind)
 
 
 def served_models(artifact: Artifact) -> list[str]:

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from mol.runtime import events as ev
 from mol.runtime.server.genui import chat_metadata
 from mol.runtime.server.http import ApiError, field, read_json, sse
+from mol.runtime.server.jobs import KeepAlive
 from mol.runtime.server.messages import (
     MAX_MESSAGES,
     bounded,
@@ -31,7 +32,7 @@ from mol.runtime.server.messages import (
     split,
 )
 from mol.runtime.server.params import chat_params
-from mol.runtime.server.replies import Item, Outcome, Reply, respond
+from mol.runtime.server.replies import KEEPALIVE_COMMENT, Item, Outcome, Reply, respond
 from mol.runtime.server.runner import Job, Runner, TurnRequest
 
 
@@ -42,18 +43,19 @@ async def chat_completions(request: Request) -> Response:
     adapter = resolve_model(body, state.models)
     raw = bounded(field(body, "messages", list, required=True), "messages", MAX_MESSAGES)
     messages = [normalize(m, f"messages[{i}]") for i, m in enumerate(raw)]
-    history, text, results = split(messages, state.adapters)
+    history, text, results, fields = split(messages, state.adapters)
     stream = field(body, "stream", bool, default=False)
     options = field(body, "stream_options", dict, default={})
     usage_too = field(options, "include_usage", bool, default=False, where="stream_options.")
-    turn = TurnRequest(text=text, tool_results=results,
+    turn = TurnRequest(text=text, tool_results=results, result_fields=fields,
                        key=fingerprint(history) if history else None, seed=history,
                        adapter=adapter, client_tools=client_tools(body), stream=stream,
                        params=chat_params(body))
     runner: Runner = state.runner
-    reply = ChatReply(body["model"], messages, runner.start(turn), runner)
+    reply = ChatReply(body["model"], messages, await runner.start(turn), runner)
     return await respond(reply, stream, reply.complete,
-                         lambda first, rest: reply.chunks(first, rest, usage_too))
+                         lambda first, rest: reply.chunks(first, rest, usage_too),
+                         state.keepalive)
 
 
 class ChatReply(Reply):
@@ -120,7 +122,9 @@ class ChatReply(Reply):
             yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
             item: Item | None = first
             while item is not None:
-                if isinstance(item, ev.ReasoningDelta):
+                if isinstance(item, KeepAlive):
+                    yield KEEPALIVE_COMMENT
+                elif isinstance(item, ev.ReasoningDelta):
                     yield self._chunk({"reasoning_content": item.text}, usage_too=usage_too)
                 elif isinstance(item, ev.TextDelta):
                     self.sent.append(item.text)
@@ -138,8 +142,10 @@ class ChatReply(Reply):
                     break
                 item = await anext(rest, None)
             yield sse("[DONE]")
+            self.finished = True
         finally:
             # Also when the client went away mid-stream; the turn itself goes on.
+            self.gone("chat completion")
             self.job.receive.close()
 
     async def _final(self, outcome: ev.Answered | ev.ClientToolsRequested,

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from mol.runtime.errors import (
@@ -91,7 +91,8 @@ def _failure(exc: EngineError) -> str:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body's bytes: 413 beyond ``limit`` bytes, 408 when it does not arrive
-    within the app's ``body_timeout`` seconds."""
+    within the app's ``body_timeout`` seconds, 400 (logged in one line) when the client
+    went away before sending it all."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body exceeds the limit of {limit} bytes")
@@ -108,6 +109,11 @@ async def read_body(request: Request, limit: int) -> bytes:
     except TimeoutError:
         raise ApiError(408, f"the request body did not arrive within {timeout:g} s",
                        headers={"Connection": "close"}) from None
+    except ClientDisconnect:
+        # Nobody is left to answer: one line in the log, no traceback.
+        log.info("the client went away mid-body (%s %s, %d bytes received)",
+                 request.method, request.url.path, size)
+        raise ApiError(400, "the client went away before sending the whole body") from None
     return b"".join(chunks)
 
 

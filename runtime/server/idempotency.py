@@ -18,6 +18,7 @@ at most ``capacity`` of them (least recently used dropped first), each response 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from collections import OrderedDict
@@ -27,6 +28,8 @@ from typing import Any
 import anyio
 
 from mol.runtime.server.http import ApiError
+
+log = logging.getLogger("mol.server")
 
 KEY = re.compile(r"[\x21-\x7e]{1,255}")
 """What an idempotency key may be: printable ASCII without spaces, 1 to 255 characters."""
@@ -131,6 +134,7 @@ class Idempotency:
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
+                        log.info("the client went away mid-body (%d bytes received)", size)
                         raise ApiError(400, "the client went away before sending the body")
                     chunk = message.get("body", b"")
                     size += len(chunk)

@@ -1,18 +1,20 @@
 """Request bodies of both APIs in mol's plain message form, checked field by field.
 
-Chat Completions ``messages`` and Responses ``input`` items both become
-chat-shaped messages (``role``, ``content``, ``tool_calls``, ``tool_call_id``);
-every problem is a 400 naming the field in that API's own terms. ``split``
-separates the history from the new user turn or the trailing tool results;
-``fingerprint`` names a client-visible transcript.
+Chat Completions ``messages`` (here) and Responses ``input`` items
+(``mol.runtime.server.inputs``) both become chat-shaped messages (``role``,
+``content``, ``tool_calls``, ``tool_call_id``); every problem is a 400 naming the
+field in that API's own terms. ``split`` separates the history from the new user
+turn or the trailing tool results; ``fingerprint`` names a client-visible
+transcript, canonically, so a client that re-serializes what it was sent (tool-call
+arguments with other spacing or key order) still names the same point.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
 
 from mol.runtime.server.http import ApiError, field, json_kind
 from mol.runtime.views import adapter_of_call
@@ -32,10 +34,34 @@ def bounded(items: list[Any], where: str, limit: int = MAX_ITEMS) -> list[Any]:
     return items
 
 
-def fingerprint(messages: list[dict[str, Any]]) -> str:
-    """A digest of a client-visible transcript (normalized messages)."""
-    canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "chat:" + hashlib.sha256(canonical.encode()).hexdigest()
+def fingerprint(messages: list[dict[str, Any]], kind: str = "chat") -> str:
+    """A digest of a client-visible transcript (normalized messages): canonical JSON of
+    each message's role, content, tool calls (arguments parsed and re-serialized with
+    sorted keys, compact) and tool call id. ``kind`` names the API (``chat``, ``resp``)."""
+    canonical = json.dumps([_canonical(m) for m in messages], sort_keys=True,
+                           separators=(",", ":"), ensure_ascii=False)
+    return f"{kind}:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _canonical(message: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [[c["id"], c["function"]["name"],
+                              canonical_arguments(c["function"]["arguments"])]
+                             for c in message["tool_calls"]]
+    if message.get("tool_call_id") is not None:
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def canonical_arguments(arguments: str) -> str:
+    """Tool-call arguments as canonical JSON (sorted keys, compact); the text as it is when
+    it is not JSON."""
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def normalize(raw: Any, where: str) -> dict[str, Any]:
@@ -70,15 +96,28 @@ def _call(raw: Any, where: str) -> dict[str, Any]:
                                             where=f"{where}.function.")}}
 
 
-def split(messages: list[dict[str, Any]], adapters: Collection[str], where: str = "messages"
-          ) -> tuple[list[dict[str, Any]], str | None, dict[str, str] | None]:
-    """``(history, user text, tool results)``: the new last message (or trailing tool
-    results, answering calls mol issued to one of ``adapters``) separated from the history
-    before it."""
+class Split(NamedTuple):
+    """A request's messages, taken apart."""
+
+    history: list[dict[str, Any]]
+    """Everything before the new turn (or before the trailing tool results)."""
+    text: str | None
+    """The new user turn, or None when tool results continue a waiting turn."""
+    results: dict[str, str] | None
+    """Call id -> result content, in the request's order."""
+    fields: dict[str, str]
+    """Call id -> the request field holding it (``messages[3].tool_call_id``), for errors."""
+
+
+def split(messages: list[dict[str, Any]], adapters: Collection[str], where: str = "messages",
+          fields: Sequence[str] | None = None) -> Split:
+    """The new last message (or trailing tool results, answering calls mol issued to one of
+    ``adapters``, each once) separated from the history before it. ``fields[i]`` names
+    message ``i``'s call id field in the request (default ``{where}[i].tool_call_id``)."""
     if not messages:
         raise ApiError(400, f"'{where}' must not be empty", param=where)
     if messages[-1]["role"] == "user":
-        return messages[:-1], messages[-1]["content"], None
+        return Split(messages[:-1], messages[-1]["content"], None, {})
     if messages[-1]["role"] != "tool":
         raise ApiError(400, f"the last entry of '{where}' must be a user message or tool "
                        f"results, got role {messages[-1]['role']!r}", param=where)
@@ -86,13 +125,18 @@ def split(messages: list[dict[str, Any]], adapters: Collection[str], where: str 
     while start > 0 and messages[start - 1]["role"] == "tool":
         start -= 1
     results: dict[str, str] = {}
+    named: dict[str, str] = {}
     for i in range(start, len(messages)):
         call_id = messages[i]["tool_call_id"]
+        param = fields[i] if fields is not None else f"{where}[{i}].tool_call_id"
         if adapter_of_call(call_id, adapters) is None:
-            raise ApiError(400, f"'{where}[{i}].tool_call_id' {call_id!r} was not issued by "
-                           "mol (ids look like call_L2_...)", param=f"{where}[{i}].tool_call_id")
-        results[call_id] = messages[i]["content"]
-    return messages[:start], None, results
+            raise ApiError(400, f"'{param}' {call_id!r} was not issued by mol (ids look like "
+                           "call_L2_...)", param=param)
+        if call_id in results:
+            raise ApiError(400, f"'{param}' answers {call_id!r} a second time (first at "
+                           f"'{named[call_id]}'); each call takes one result", param=param)
+        results[call_id], named[call_id] = messages[i]["content"], param
+    return Split(messages[:start], None, results, named)
 
 
 def client_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -119,67 +163,6 @@ def resolve_model(body: dict[str, Any], models: list[str], required: bool = True
         raise ApiError(404, f"the model {model!r} does not exist; 'model' must be "
                        f"{' or '.join(map(repr, models))}", param="model", code="model_not_found")
     return None if model == models[0] else model
-
-
-def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """``input`` (text or items) as chat-shaped messages."""
-    raw = body.get("input")
-    if isinstance(raw, str):
-        return [{"role": "user", "content": raw}]
-    if not isinstance(raw, list):
-        raise ApiError(400, "'input' must be a string or an array of items", param="input")
-    messages: list[dict[str, Any]] = []
-    for i, item in enumerate(bounded(raw, "input", MAX_MESSAGES)):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise ApiError(400, f"'{where}' must be an object", param=where)
-        kind = item.get("type", "message")
-        if kind == "message":
-            messages.append(normalize({"role": item.get("role"), "content": item.get("content")},
-                                      where))
-        elif kind == "function_call":
-            call = {"id": field(item, "call_id", str, required=True, where=f"{where}."),
-                    "type": "function",
-                    "function": {"name": field(item, "name", str, required=True,
-                                               where=f"{where}."),
-                                 "arguments": field(item, "arguments", str, default="",
-                                                    where=f"{where}.")}}
-            if messages and messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
-                messages[-1]["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "reasoning":
-            continue  # the model's earlier thoughts: mol keeps the adapters' views itself
-        elif kind == "function_call_output":
-            output = item.get("output")
-            if not isinstance(output, str):
-                raise ApiError(400, f"'{where}.output' must be a string", param=f"{where}.output")
-            messages.append({"role": "tool", "content": output,
-                             "tool_call_id": field(item, "call_id", str, required=True,
-                                                   where=f"{where}.")})
-        else:
-            raise ApiError(400, f"'{where}.type' {kind!r} is not supported; use message, "
-                           "function_call, function_call_output or reasoning",
-                           param=f"{where}.type")
-    return messages
-
-
-def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Responses ``tools`` (flat function entries) in the Chat Completions shape."""
-    tools = field(body, "tools", list)
-    if tools is None:
-        return None
-    out = []
-    for i, tool in enumerate(bounded(tools, "tools")):
-        where = f"tools[{i}]"
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise ApiError(400, f"'{where}' must be an object with type 'function'", param=where)
-        name = field(tool, "name", str, required=True, where=f"{where}.")
-        function = {"name": name, "parameters": tool.get("parameters") or {"type": "object"}}
-        if isinstance(tool.get("description"), str):
-            function["description"] = tool["description"]
-        out.append({"type": "function", "function": function})
-    return out
 
 
 def text_of(content: Any, where: str) -> str:

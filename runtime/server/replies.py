@@ -9,11 +9,15 @@ engine's cached prompt tokens) and which adapter answered and how it was
 chosen (``RouteDecided``), which reach the client as the ``x-mol-adapter`` and
 ``x-mol-route`` headers and the body's ``metadata``. ``respond`` is the tail
 both routes share: wait for the first item, answer an error at once, else a
-JSON body or a stream.
+JSON body or a stream. While a streamed turn works without anything to send
+(tools running), an SSE comment goes out every ``keepalive`` seconds, so proxies
+and clients do not take the quiet connection for a dead one; a stream still
+waiting for its first item after that long starts with them.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,12 +28,18 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from mol.runtime import events as ev
 from mol.runtime.harness import TurnResult
 from mol.runtime.server.http import ApiError
+from mol.runtime.server.jobs import KeepAlive, TurnCancelled
 from mol.runtime.server.runner import Job, Runner
+
+log = logging.getLogger("mol.server")
 
 Outcome = ev.Answered | ev.ClientToolsRequested | ApiError
 """How a turn ends, as a reply sees it."""
 Delta = ev.ReasoningDelta | ev.TextDelta | ev.ToolCallDelta
-Item = Delta | Outcome
+Item = Delta | Outcome | KeepAlive
+
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
+"""What a quiet stream sends every ``keepalive`` seconds (an SSE comment: clients skip it)."""
 
 
 class Reply:
@@ -50,6 +60,10 @@ class Reply:
         """The adapter answering the turn (the last ``RouteDecided``)."""
         self.route = ""
         """How it was chosen: ``routed``, ``fallback`` or ``pinned``."""
+        self.keepalive: float | None = None
+        """Seconds of quiet after which a stream sends a keep-alive comment."""
+        self.finished = False
+        """The reply reached its end (a stream cut short by the client has not)."""
 
     def headers(self) -> dict[str, str]:
         """``x-mol-adapter`` and ``x-mol-route``, once the route is known."""
@@ -62,10 +76,12 @@ class Reply:
         return {"mol_adapter": self.adapter, "mol_route": self.route} if self.adapter else {}
 
     async def items(self) -> AsyncIterator[Item]:
-        """Deltas (streaming only), then exactly one outcome."""
+        """Deltas and keep-alives (streaming only), then exactly one outcome."""
         stream = self.job.request.stream
-        async for item in self.job.outcomes():
-            if isinstance(item, ApiError):
+        async for item in self.job.outcomes(self.keepalive if stream else None):
+            if isinstance(item, KeepAlive):
+                yield item
+            elif isinstance(item, ApiError):
                 yield item
                 return
             if isinstance(item, TurnResult):  # the turn ended without its outcome event
@@ -87,24 +103,32 @@ class Reply:
                 return
 
 
+    def gone(self, what: str) -> None:
+        """Log, in one line, a client that went away before the end of a stream."""
+        if not self.finished:
+            log.info("the client went away mid-stream (%s %s, adapter %s)", what, self.id,
+                     self.adapter or "not chosen yet")
+
+
 async def respond(reply: Reply, stream: bool,
                   complete: Callable[[Outcome], Awaitable[dict[str, Any]]],
-                  streamed: Callable[[Item, AsyncIterator[Item]], AsyncIterator[bytes]]
-                  ) -> Response:
+                  streamed: Callable[[Item, AsyncIterator[Item]], AsyncIterator[bytes]],
+                  keepalive: float | None = None) -> Response:
     """The reply to a started turn: an error at once, else the JSON body or the stream.
 
-    ``complete(outcome)`` builds the non-streaming body; ``streamed(first, rest)``
-    yields the server-sent events from the first item on.
+    ``complete(outcome)`` builds the non-streaming body (it renders a cancelled turn);
+    ``streamed(first, rest)`` yields the server-sent events from the first item on.
     """
+    reply.keepalive = keepalive
     items = reply.items()
     first = await anext(items)
-    if isinstance(first, ApiError):
+    if isinstance(first, ApiError) and not isinstance(first, TurnCancelled):
         await items.aclose()
         return first.response()
     if not stream:
         try:
             # Without streaming no deltas are passed on: the first item is the outcome.
-            assert not isinstance(first, Delta)
+            assert not isinstance(first, Delta | KeepAlive)
             return JSONResponse(await complete(first), headers=reply.headers())
         finally:
             await items.aclose()

@@ -1,9 +1,12 @@
-"""``POST /v1/responses`` and ``GET /v1/responses/{id}``: state kept server-side.
+"""``POST /v1/responses``: state kept server-side.
 
 Each stored response names the point of its conversation where it ended, so
 ``previous_response_id`` continues there (in place, or as a fork when the
-conversation went on from a later response). ``store: false`` responses are
-neither kept nor chainable. ``instructions`` open a conversation (a system
+conversation went on from a later response). A request without it whose input
+replays a stored conversation (as the OpenAI Agents SDK does, resending every
+item) continues it too: a stored response is also named by a fingerprint of
+the transcript it ends (``instructions``, the input, its output). ``store:
+false`` responses are neither kept nor chainable. ``instructions`` open a conversation (a system
 message after the adapter's own prompt, so that prompt stays byte-stable); on a
 chained request they are recorded in the response but the conversation keeps
 its opening instructions: changing them mid-conversation would break the
@@ -17,15 +20,27 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from mol.runtime import events as ev
 from mol.runtime.server.genui import response_item
 from mol.runtime.server.http import ApiError, field, read_json, sse
-from mol.runtime.server.messages import chat_tools, input_messages, resolve_model, split
+from mol.runtime.server.inputs import (
+    ClientTools,
+    input_items,
+    input_messages,
+    item_messages,
+    responses_tools,
+)
+from mol.runtime.server.jobs import KeepAlive, TurnCancelled
+from mol.runtime.server.messages import fingerprint, resolve_model, split
 from mol.runtime.server.params import responses_params
-from mol.runtime.server.replies import Item, Outcome, Reply, respond
+from mol.runtime.server.replies import KEEPALIVE_COMMENT, Item, Outcome, Reply, respond
 from mol.runtime.server.runner import Job, Runner, TurnRequest
+
+INPUT_KEY = "mol_input_items"
+"""Where a stored response keeps its request's input items (``GET .../input_items``); the
+response object clients read never shows it."""
 
 
 async def create_response(request: Request) -> Response:
@@ -33,42 +48,52 @@ async def create_response(request: Request) -> Response:
     state = request.app.state
     body = await read_json(request, state.max_body)
     adapter = resolve_model(body, state.models, required=False)
+    if body.get("conversation") is not None:
+        raise ApiError(400, "'conversation' is not supported: chain responses with "
+                       "'previous_response_id', or send the whole input", param="conversation")
     previous = field(body, "previous_response_id", str)
     store = field(body, "store", bool, default=True)
     stream = field(body, "stream", bool, default=False)
     instructions = field(body, "instructions", str)
-    history, text, results = split(input_messages(body), state.adapters, "input")
+    tools = responses_tools(body)
+    messages, fields = input_messages(body, tools)
+    history, text, results, named = split(messages, state.adapters, "input", fields)
     if previous is not None and history:
         raise ApiError(400, "with 'previous_response_id', 'input' holds only the new user "
                        "message or function_call_output items", param="input")
-    seed = ([{"role": "system", "content": instructions}] if instructions else []) + history
-    turn = TurnRequest(text=text, tool_results=results, key=previous,
-                       key_required=previous is not None, seed=seed, adapter=adapter,
-                       client_tools=chat_tools(body), stream=stream, persist=store,
-                       params=responses_params(body))
+    opening = [{"role": "system", "content": instructions}] if instructions else []
+    seed = opening + history
+    # Unchained, the input replays the conversation so far: its transcript names the point.
+    key = previous if previous is not None else (
+        fingerprint(seed, "resp") if history else None)
+    response_id = "resp_" + secrets.token_hex(16)
+    turn = TurnRequest(text=text, tool_results=results, result_fields=named, where="input",
+                       key=key, key_required=previous is not None, seed=seed,
+                       seed_fields=["instructions"] * len(opening) + fields[:len(history)],
+                       adapter=adapter, client_tools=tools.tools, stream=stream,
+                       persist=store, params=responses_params(body), handle=response_id)
     reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
-                          state.runner.start(turn), state.runner)
-    return await respond(reply, stream, reply.complete_response, reply.events)
-
-
-async def get_response(request: Request) -> Response:
-    """``GET /v1/responses/{id}``: a stored response, or 404."""
-    response_id = request.path_params["response_id"]
-    found = await request.app.state.runner.store.get_response(response_id)
-    if found is None:
-        raise ApiError(404, f"no stored response {response_id!r}", param="response_id")
-    return JSONResponse(found)
+                          await state.runner.start(turn), state.runner, response_id, tools,
+                          None if previous is not None else [*opening, *messages])
+    return await respond(reply, stream, reply.complete_response, reply.events,
+                         state.keepalive)
 
 
 class ResponseReply(Reply):
     """Turns a job's events into a Responses API object or its event stream."""
 
-    def __init__(self, body: dict[str, Any], job: Job, runner: Runner) -> None:
+    def __init__(self, body: dict[str, Any], job: Job, runner: Runner, response_id: str,
+                 tools: ClientTools, transcript: list[dict[str, Any]] | None) -> None:
         super().__init__(body["model"], job, runner)
         self.body = body
-        self.id = "resp_" + secrets.token_hex(16)
+        self.id = response_id
+        self.tools = tools
+        self.transcript = transcript
+        """The conversation the request replays (``instructions`` and input as messages),
+        or None when it is chained by ``previous_response_id``."""
         self.sequence = 0
         self.message_id = "msg_" + secrets.token_hex(12)
+        job.render = lambda status: self.obj(status, [])
 
     def obj(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The response object."""
@@ -80,11 +105,13 @@ class ResponseReply(Reply):
                      "output_tokens_details": {"reasoning_tokens": 0},
                      "total_tokens": sum(self.usage.values())}
         metadata = self.body.get("metadata")
+        left_out = ({"mol_tools_left_out": ", ".join(self.tools.left_out)}
+                    if self.tools.left_out else {})
         return {"id": self.id, "object": "response", "created_at": self.created,
                 "status": status, "model": self.model, "output": output, "error": None,
                 "incomplete_details": None, "instructions": self.body.get("instructions"),
                 "metadata": {**(metadata if isinstance(metadata, dict) else {}),
-                             **self.metadata()},
+                             **self.metadata(), **left_out},
                 "parallel_tool_calls": self.body.get("parallel_tool_calls") is not False,
                 "temperature": self.body.get("temperature"), "top_p": self.body.get("top_p"),
                 "tool_choice": self.body.get("tool_choice") or "auto",
@@ -108,26 +135,32 @@ class ResponseReply(Reply):
         return {"type": "reasoning", "id": item_id, "summary": [], "content": content,
                 "status": status}
 
-    @staticmethod
-    def call_item(call: dict[str, Any], arguments: str | None = None,
+    def call_item(self, call: dict[str, Any], arguments: str | None = None,
                   status: str = "completed") -> dict[str, Any]:
-        """A ``function_call`` output item for a call the client runs."""
+        """A ``function_call`` output item for a call the client runs (with the namespace
+        of a function the client grouped under one)."""
         function = call["function"]
         return {"type": "function_call", "id": "fc_" + call["id"].rsplit("_", 1)[-1],
-                "call_id": call["id"], "name": function["name"],
+                "call_id": call["id"], **self.tools.call_fields(function["name"]),
                 "arguments": function["arguments"] if arguments is None else arguments,
                 "status": status}
 
     async def finish_response(self, output: list[dict[str, Any]]) -> dict[str, Any]:
-        """The completed object, stored (and its point named) unless ``store`` is false."""
+        """The completed object, stored (and its point named, by its id and by the
+        transcript it ends) unless ``store`` is false."""
         final = self.obj("completed", output)
         if final["store"]:
+            aliases = () if self.transcript is None else (fingerprint(
+                [*self.transcript, *item_messages(output, self.tools, "output")[0]], "resp"),)
+            stored = {**final, INPUT_KEY: input_items(self.body)}
             await self.runner.name(self.job, self.id,
-                                   (self.body.get("previous_response_id"), final))
+                                   (self.body.get("previous_response_id"), stored), aliases)
         return final
 
     async def complete_response(self, outcome: Outcome) -> dict[str, Any]:
         """The non-streaming response object."""
+        if isinstance(outcome, TurnCancelled):
+            return self.obj("cancelled", [])
         if isinstance(outcome, ApiError):
             raise outcome
         output = ([self.reasoning_item("rs_" + secrets.token_hex(12), outcome.reasoning)]
@@ -153,7 +186,9 @@ class ResponseReply(Reply):
         try:
             async for piece in self._events(first, rest):
                 yield piece
+            self.finished = True
         finally:
+            self.gone("response")
             self.job.receive.close()  # also when the client went away mid-stream
 
     async def _events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
@@ -162,7 +197,14 @@ class ResponseReply(Reply):
         stream = _OutputStream(self)
         item: Item | None = first
         while item is not None:
-            if isinstance(item, ApiError):
+            if isinstance(item, KeepAlive):
+                yield KEEPALIVE_COMMENT
+            elif isinstance(item, TurnCancelled):
+                yield self.event("response.failed", response={
+                    **self.obj("cancelled", stream.output()), "error": {
+                        "code": item.code, "message": item.message}})
+                break
+            elif isinstance(item, ApiError):
                 yield self.event("error", error=item.body()["error"],
                                  message=item.message, code=item.code, param=item.param)
                 break

@@ -5,18 +5,25 @@ from its ``Job``. The turn runs in the runner's task group, not the request's
 task, so a streamed reply can end as soon as the answer is known while the
 summary hop and the last checkpoint finish behind it (the conversation stays
 locked until then, so a quick follow-up request waits for it instead of
-missing it: its mark is written as soon as the answer is known). Excess turns are refused at once (429 with ``Retry-After``).
+missing it: its mark is written as soon as the answer is known).
+
+Admission (``mol.runtime.server.admission``): ``max_turns`` turns hold a slot at
+once, more wait in a bounded FIFO queue, and only a full queue (or a wait past
+``queue_wait``) is a 429 with ``Retry-After``. A turn gives its slot back when its
+reply is complete; the summary hop and the last checkpoints then run under a
+background slot of their own (as many), so they never hold up new turns, and a
+shortage of them pushes back on admission instead of piling up.
+
+A turn started with a ``handle`` (a response id) can be cancelled until its reply
+is complete: the harness marks it interrupted at a consistent point.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -32,12 +39,15 @@ from mol.runtime.errors import (
 )
 from mol.runtime.harness import Harness, TurnResult
 from mol.runtime.recorder import Recorder
+from mol.runtime.server.admission import Admission
 from mol.runtime.server.http import ApiError, engine_error
+from mol.runtime.server.jobs import Job, JobItem, TurnCancelled, TurnRequest
 from mol.runtime.server.leases import Leases, busy, conflict
 from mol.runtime.server.marks import abandon_waiting, continues_in_place, fork, mark_of
+from mol.runtime.server.seeding import check_results, seed, waiting_calls
 from mol.runtime.sessions import LEASE_SEC, SessionStore, TurnLog
 from mol.runtime.tools import Resources
-from mol.runtime.views import Conversation, TurnRecord
+from mol.runtime.views import Conversation
 
 log = logging.getLogger("mol.server")
 
@@ -47,61 +57,25 @@ are closed to keep to it: a conversation whose turn is running keeps its resourc
 most ``max(OPEN_RESOURCES, max_turns)`` are open at once."""
 
 
-@dataclass
-class TurnRequest:
-    """What a request asks the runner to do."""
-
-    text: str | None = None
-    """A new user turn, or None when ``tool_results`` continue a waiting turn."""
-    tool_results: dict[str, str] | None = None
-    key: str | None = None
-    """The mark to continue from (a response id or a transcript fingerprint)."""
-    key_required: bool = False
-    """404 when ``key`` names no stored point (``previous_response_id``)."""
-    seed: list[dict[str, Any]] = field(default_factory=list)
-    """History for a conversation the server does not have: plain messages in every view."""
-    adapter: str | None = None
-    """Skip routing: the client named this adapter."""
-    client_tools: list[dict[str, Any]] | None = None
-    stream: bool = False
-    persist: bool = True
-    params: dict[str, Any] = field(default_factory=dict)
-    """The client's sampling parameters for the answer hop (``mol.runtime.server.params``)."""
-
-
-JobItem = ev.Event | TurnResult | ApiError
-"""What a job's stream carries, typed end to end: events, then how the turn ended."""
-
-
-@dataclass
-class Job:
-    """One turn in flight: its events, and the point it ends at."""
-
-    request: TurnRequest
-    send: Any
-    receive: Any
-    keys: list[str] = field(default_factory=list)
-    session_id: str = ""
-    conversation: Conversation | None = None
-    mark: dict[str, Any] | None = None
-
-    async def outcomes(self) -> AsyncIterator[JobItem]:
-        """The turn's ``Event``s as they happen, then its ``TurnResult`` or an ``ApiError``."""
-        async with self.receive:
-            async for item in self.receive:
-                yield item
-
-
 class Runner:
     """Runs turns for the server against a base harness (plugins, toolsets, engine)."""
 
     def __init__(self, base: Harness, store: SessionStore, *, max_turns: int,
-                 deadline: float, drain: float, lease: float = LEASE_SEC) -> None:
+                 deadline: float, drain: float, lease: float = LEASE_SEC, queue: int = 0,
+                 queue_wait: float = 30.0, metrics: Any = None) -> None:
         self.base = base
         self.store = store
         self.max_turns = max_turns
         self.deadline = deadline
         self.drain = drain
+        self.admission = Admission(max_turns, queue, queue_wait)
+        self._background = anyio.CapacityLimiter(max_turns)
+        """Summary hops and last checkpoints of turns whose reply is complete."""
+        self.metrics = metrics
+        """Counts what turns do (``mol.runtime.server.metrics.Metrics``), when given."""
+        self._handles: dict[str, Job] = {}
+        self._named: dict[str, Job] = {}
+        """Keys named while their turn runs (rewritten when it ends), by key."""
         self.active = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -134,35 +108,63 @@ class Runner:
         for resources in self._resources.values():
             await resources.aclose()
 
-    def start(self, request: TurnRequest) -> Job:
-        """Start a turn, or refuse it at once with 429 when ``max_turns`` run already."""
-        if self.active >= self.max_turns:
-            raise ApiError(429, f"the server is running {self.max_turns} turns, its limit; "
-                           "retry shortly", code="too_many_turns", headers={"Retry-After": "1"})
+    async def start(self, request: TurnRequest) -> Job:
+        """Start a turn once a slot is free (waiting in line for one); 429 when the line is
+        full or the wait runs out."""
+        await self.admission.enter()
         send, receive = anyio.create_memory_object_stream[JobItem](math.inf)
         job = Job(request, send, receive)
+        if request.handle is not None:
+            self._handles[request.handle] = job
         self.active += 1
         self._idle = anyio.Event()
         assert self._group is not None
         self._group.start_soon(self._run, job)
         return job
 
-    async def name(self, job: Job, key: str, response: Any = None) -> None:
-        """Name the point where ``job`` ends by ``key`` (with ``response``: the Responses API
-        object ``(previous id, body)`` stored under it, in the same transaction). Named
-        before the turn finished (a reply ends before the summary hop), the mark is written
-        at once and rewritten when the turn ends; a request continuing from it meanwhile
-        waits for the conversation's lock, then reads the final mark."""
+    def cancel(self, handle: str) -> Job | None:
+        """Cancel the turn started with ``handle`` while its reply is not complete; its
+        job, or None when there is none (replied already, or never started)."""
+        job = self._handles.pop(handle, None)
+        if job is not None:
+            job.scope.cancel()
+        return job
+
+    def forget(self, key: str) -> None:
+        """Do not rewrite ``key`` when its turn ends (a response deleted meanwhile)."""
+        job = self._named.pop(key, None)
+        if job is not None and key in job.keys:
+            job.keys.remove(key)
+
+    async def _replied(self, job: Job) -> None:
+        """The reply is complete: trade the turn slot for a background slot."""
+        if job.replied:
+            return
+        await self._background.acquire_on_behalf_of(job)
+        job.replied = True
+        self.admission.leave()
+        if job.request.handle is not None:
+            self._handles.pop(job.request.handle, None)
+
+    async def name(self, job: Job, key: str, response: Any = None,
+                   aliases: tuple[str, ...] = ()) -> None:
+        """Name the point where ``job`` ends by ``key`` and ``aliases`` (with ``response``:
+        the Responses API object ``(previous id, body)`` stored under ``key``, in the same
+        transaction). Named before the turn finished (a reply ends before the summary hop),
+        the mark is written at once and rewritten when the turn ends; a request continuing
+        from it meanwhile waits for the conversation's lock, then reads the final mark."""
         if not job.request.persist:
             return
         if job.mark is not None:
-            await self.store.put_mark(key, job.session_id, job.mark, response)
+            await self.store.put_mark(key, job.session_id, job.mark, response, aliases)
             return
-        job.keys.append(key)
+        job.keys += [key, *aliases]
+        self._named.update(dict.fromkeys([key, *aliases], job))
         assert job.conversation is not None
-        await self.store.put_mark(key, job.session_id, mark_of(job.conversation), response)
+        await self.store.put_mark(key, job.session_id, mark_of(job.conversation), response,
+                                  aliases)
         if job.mark is not None:  # the turn ended meanwhile: the final mark wins
-            await self.store.put_mark(key, job.session_id, job.mark)
+            await self.store.put_mark(key, job.session_id, job.mark, None, aliases)
 
     # -- running a turn ---------------------------------------------------------------------
 
@@ -170,14 +172,15 @@ class Runner:
         request = job.request
         held: list[str] = []
         try:
-            with anyio.fail_after(self.deadline):
+            with job.scope, anyio.fail_after(self.deadline):
                 conversation = await self._conversation(request, held)
                 job.session_id, job.conversation = conversation.id, conversation
                 result = await self._turn(conversation, request, job)
                 job.mark = mark_of(conversation)
-                for key in job.keys:
-                    await self.store.put_mark(key, conversation.id, job.mark)
-            _send(job, result)
+                for key in list(job.keys):
+                    if key in job.keys:  # not forgotten meanwhile
+                        await self.store.put_mark(key, conversation.id, job.mark)
+            _send(job, TurnCancelled() if job.scope.cancelled_caught else result)
         except ApiError as exc:
             _send(job, exc)
         except SessionBusy as exc:
@@ -188,9 +191,11 @@ class Runner:
             _send(job, ApiError(504, f"the turn exceeded the server's deadline of "
                                      f"{self.deadline:g} s", code="deadline"))
         except EngineError as exc:
+            if self.metrics is not None:
+                self.metrics.engine_error(exc)
             _send(job, engine_error(exc))
         except ConversationError as exc:
-            _send(job, ApiError(400, str(exc), param="messages"))
+            _send(job, ApiError(400, str(exc), param=request.where))
         except MolError as exc:
             log.warning("turn failed: %s", exc)
             _send(job, ApiError(500, str(exc)))
@@ -198,14 +203,25 @@ class Runner:
             log.exception("turn failed")
             _send(job, ApiError(500, f"internal error: {type(exc).__name__}"))
         finally:
-            try:
-                for session_id in held:
-                    await self.leases.give(session_id)
-            finally:
-                job.send.close()
-                self.active -= 1
-                if self.active == 0:
-                    self._idle.set()
+            await self._end(job, held)
+
+    async def _end(self, job: Job, held: list[str]) -> None:
+        for key in job.keys:
+            self._named.pop(key, None)
+        try:
+            for session_id in held:
+                await self.leases.give(session_id)
+        finally:
+            job.send.close()
+            if job.replied:
+                self._background.release_on_behalf_of(job)
+            else:
+                self.admission.leave()
+                if job.request.handle is not None:
+                    self._handles.pop(job.request.handle, None)
+            self.active -= 1
+            if self.active == 0:
+                self._idle.set()
 
     async def _turn(self, conversation: Conversation, request: TurnRequest,
                     job: Job) -> TurnResult:
@@ -230,8 +246,14 @@ class Runner:
             resources=resources, sandbox_pool=base.sandbox_pool,
             session_started=bool(conversation.turns))
 
-        def forward(event: ev.Event) -> None:
+        meter = self.metrics.turn() if self.metrics is not None else None
+
+        async def forward(event: ev.Event) -> None:
+            if meter is not None:
+                meter(event)
             _send(job, event)
+            if isinstance(event, ev.Answered | ev.ClientToolsRequested):
+                await self._replied(job)
 
         on_event = recorder.observe(forward)
         if request.tool_results is not None:
@@ -247,7 +269,8 @@ class Runner:
                                   params=request.params)
 
     async def _conversation(self, request: TurnRequest, held: list[str]) -> Conversation:
-        """The conversation a request continues (in place or forked), or a new one."""
+        """The conversation a request continues (in place or forked), or a new one; tool
+        results must answer exactly the calls its waiting turn left open (400 otherwise)."""
         if request.key is not None:
             found = await self.store.get_mark(request.key)
             if found is not None:
@@ -265,38 +288,43 @@ class Runner:
             await self._seed(conversation, request)
             if request.persist:
                 await self.store.save(conversation, None, TurnLog(self.base.artifact.digest))
+        elif request.tool_results is not None:
+            check_results([], request.tool_results, request.result_fields, request.where)
         return conversation
 
     async def _continue(self, session_id: str, mark: dict[str, Any], request: TurnRequest,
                         held: list[str]) -> Conversation:
         conversation = await self.store.load(session_id)
         if continues_in_place(conversation, mark):
+            self._check_results(conversation, request)
             return conversation
         branch = fork(conversation, mark)
+        self._check_results(branch, request)
         await self._acquire(branch.id, held)
         if request.persist:
             await self.store.save(branch, None, TurnLog(self.base.artifact.digest),
                                   parent=session_id)
         return branch
 
+    @staticmethod
+    def _check_results(conversation: Conversation, request: TurnRequest) -> None:
+        if request.tool_results is not None:
+            check_results(waiting_calls(conversation), request.tool_results,
+                          request.result_fields, request.where)
+
     async def _seed(self, conversation: Conversation, request: TurnRequest) -> None:
         """Earlier turns the client sent become plain messages after each adapter's own
-        system prompt; a trailing client tool call leaves its adapter's turn waiting."""
+        system prompt (``mol.runtime.server.seeding``)."""
         doc = self.base.artifact.doc
-        # One copy of the history, shared by every view (nothing edits a message in place).
-        history = copy.deepcopy(request.seed)
-        for adapter in doc.adapter_names:
-            prompt = self.base.system_prompt(adapter, await self.base.tools_for(adapter))
-            conversation.views[adapter] = [{"role": "system", "content": prompt}, *history]
-        if request.tool_results:
-            from mol.runtime.views import adapter_of_call
+        fields = request.seed_fields or [f"{request.where}[{i}].tool_call_id"
+                                         for i in range(len(request.seed))]
 
-            adapter = adapter_of_call(next(iter(request.tool_results)), doc.adapters) or (
-                doc.route_fallback)
-            users = [m for m in request.seed if m["role"] == "user"]
-            conversation.turns.append(TurnRecord(
-                index=0, adapter=adapter, user=users[-1]["content"] if users else "",
-                status="waiting"))
+        async def prompt(adapter: str) -> str:
+            return self.base.system_prompt(adapter, await self.base.tools_for(adapter))
+
+        await seed(conversation, request.seed, fields, request.tool_results,
+                   request.result_fields, request.where, doc.adapter_names, doc.adapters,
+                   doc.route_fallback, prompt)
 
     # -- locks and resources ----------------------------------------------------------------
 

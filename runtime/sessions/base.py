@@ -73,9 +73,11 @@ class SessionStore(Protocol):
         ...
 
     async def put_mark(self, key: str, session_id: str, mark: dict[str, Any],
-                       response: tuple[str | None, dict[str, Any]] | None = None) -> None:
-        """Name a point of a session (see ``mol.runtime.server.marks``), optionally with
-        the Responses API object stored under that key (stored once, never replaced)."""
+                       response: tuple[str | None, dict[str, Any]] | None = None,
+                       aliases: tuple[str, ...] = ()) -> None:
+        """Name a point of a session by ``key`` and ``aliases`` (see
+        ``mol.runtime.server.marks``), optionally with the Responses API object stored under
+        ``key`` (stored once, never replaced), all in one transaction."""
         ...
 
     async def get_mark(self, key: str) -> tuple[str, dict[str, Any]] | None:
@@ -84,6 +86,11 @@ class SessionStore(Protocol):
 
     async def get_response(self, response_id: str) -> dict[str, Any] | None:
         """A stored Responses API object, or None."""
+        ...
+
+    async def delete_response(self, response_id: str) -> bool:
+        """Forget a stored Responses API object and the mark named by its id (it can no
+        longer be read nor continued); False when there was none."""
         ...
 
     async def acquire(self, session_id: str, owner: str, ttl: float = LEASE_SEC) -> list[int]:

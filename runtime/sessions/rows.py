@@ -98,16 +98,18 @@ def _append_messages(db: Any, conversation: Conversation,
     return lengths
 
 
-def put_mark(db: Any, key: str, session_id: str, mark: str,
+def put_mark(db: Any, keys: tuple[str, ...], session_id: str, mark: str,
              response: tuple[str | None, str] | None) -> None:
-    """Name a point by ``key``; store the response under the same id once (immutable)."""
-    db.execute("INSERT INTO marks (key, session_id, mark, created) VALUES (?, ?, ?, ?) "
-               "ON CONFLICT (key) DO UPDATE SET session_id = excluded.session_id, "
-               "mark = excluded.mark", (key, session_id, mark, time.time()))
+    """Name a point by each of ``keys``; store the response under the first once
+    (immutable)."""
+    for key in keys:
+        db.execute("INSERT INTO marks (key, session_id, mark, created) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT (key) DO UPDATE SET session_id = excluded.session_id, "
+                   "mark = excluded.mark", (key, session_id, mark, time.time()))
     if response is not None:
         db.execute("INSERT INTO responses (id, session_id, previous_id, created, body) "
                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                   (key, session_id, response[0], time.time(), response[1]))
+                   (keys[0], session_id, response[0], time.time(), response[1]))
 
 
 def sessions(db: Any, limit: int) -> list[SessionInfo]:

@@ -160,12 +160,13 @@ class SQLStore:
     # -- marks and responses ----------------------------------------------------------------
 
     async def put_mark(self, key: str, session_id: str, mark: dict[str, Any],
-                       response: tuple[str | None, dict[str, Any]] | None = None) -> None:
-        """Name a point of a session by ``key``; with ``response`` (previous id, body), store
-        that Responses API object under the same id in the same transaction."""
+                       response: tuple[str | None, dict[str, Any]] | None = None,
+                       aliases: tuple[str, ...] = ()) -> None:
+        """Name a point of a session by ``key`` and ``aliases``; with ``response`` (previous
+        id, body), store that Responses API object under ``key``, in the same transaction."""
         stored = None if response is None else (
             response[0], json.dumps(response[1], ensure_ascii=False))
-        await self._call(self._tx, rows.put_mark, key, session_id,
+        await self._call(self._tx, rows.put_mark, (key, *aliases), session_id,
                          json.dumps(mark, ensure_ascii=False), stored)
 
     async def get_mark(self, key: str) -> tuple[str, dict[str, Any]] | None:
@@ -188,6 +189,15 @@ class SQLStore:
         row = await self._call(self._tx, lambda db: db.execute(
             "SELECT body FROM responses WHERE id = ?", (response_id,)).fetchone())
         return None if row is None else json.loads(row[0])
+
+    async def delete_response(self, response_id: str) -> bool:
+        """Forget a stored response and the mark its id names; False when there was none."""
+        def delete(db: Any) -> bool:
+            db.execute("DELETE FROM marks WHERE key = ?", (response_id,))
+            return db.execute("DELETE FROM responses WHERE id = ?",
+                              (response_id,)).rowcount == 1
+
+        return await self._call(self._tx, delete)
 
     async def responses_of(self, session_id: str) -> list[tuple[str, str | None]]:
         """``(response id, previous id)`` of a session's stored responses, oldest first."""

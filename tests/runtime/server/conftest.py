@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -154,3 +156,48 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
 @pytest.fixture
 def hcp_path(tmp_path: Path) -> Path:
     return write_hcp(tmp_path)
+
+
+def transcript_problems(requests: list[dict[str, Any]]) -> list[str]:
+    """Every engine request in ``requests`` (the scripted engine's log) whose messages break
+    the Chat Completions tool-call contract: an assistant tool-call message must be followed
+    by exactly its results (each once) before any other message, and every tool message
+    must answer a call still open. Written apart from mol's own check, so one cannot hide
+    a mistake of the other."""
+    problems = []
+    for record in requests:
+        body = record.get("body")
+        if not isinstance(body, dict):
+            continue
+        open_ids: set[str] = set()
+        for i, message in enumerate(body.get("messages") or []):
+            where = f"request #{record['seq']} ({record['adapter']}) message {i}"
+            if message.get("role") == "tool":
+                if message.get("tool_call_id") not in open_ids:
+                    problems.append(f"{where}: a result for {message.get('tool_call_id')!r}, "
+                                    "which no open call asked for")
+                open_ids.discard(message.get("tool_call_id"))
+                continue
+            if open_ids:
+                problems.append(f"{where}: {sorted(open_ids)} left without results")
+            open_ids = {call["id"] for call in message.get("tool_calls") or []}
+        if open_ids:
+            problems.append(f"request #{record['seq']} ({record['adapter']}) ends with "
+                            f"{sorted(open_ids)} unanswered")
+    return problems
+
+
+def settled_turns(store, pattern: str, count: int, timeout: float = 30) -> list[tuple]:
+    """``(session, index, status, adapter, summary)`` of the stored turns whose user text is
+    like ``pattern``, once ``count`` of them are settled (the summary hop runs after the
+    reply has gone out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(store)) as db:
+            rows = db.execute("SELECT session_id, idx, status, adapter, summary FROM turns "
+                              "WHERE user_text LIKE ? ORDER BY idx", (pattern,)).fetchall()
+        if len(rows) >= count and all(row[2] != "running" for row in rows):
+            return rows
+        if time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)

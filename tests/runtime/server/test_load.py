@@ -1,4 +1,4 @@
-"""Load: 200 concurrent chat completions all succeed; beyond the limit, 429 at once."""
+"""Load: 200 concurrent chat completions all succeed; beyond the slots and the queue, 429."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ async def test_turns_beyond_the_limit_are_refused_quickly_with_retry_after(tmp_p
             held.release()
 
     async with ScriptedEngine.serve(SCRIPT, on_request=on_request) as engine:
-        with serve_app(tmp_path, engine.base_url, max_turns=4) as served:
+        with serve_app(tmp_path, engine.base_url, max_turns=4, queue=0) as served:
             statuses: list[tuple[int, float, str | None]] = []
             headers = {"Authorization": f"Bearer {served.key}"}
             body = {"model": "mol", "messages": [{"role": "user", "content": "hold on"}]}
