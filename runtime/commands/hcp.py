@@ -20,6 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("digest", help="print an artifact's sha256 digest")
     p.add_argument("file", type=Path, help="the HCP TOML file")
+    p.add_argument("--behaviour", action="store_true", help="print the behaviour digest instead "
+                   "(deployment fields left out; what eval results are keyed by)")
     p.set_defaults(func=digest)
 
     p = sub.add_parser("schema", help="print the HCP JSON Schema")
@@ -60,7 +62,8 @@ def validate(args: argparse.Namespace) -> int:
 def digest(args: argparse.Namespace) -> int:
     from mol.hcp.loader import load
 
-    print(load(args.file).digest)
+    artifact = load(args.file)
+    print(artifact.behaviour_digest if args.behaviour else artifact.digest)
     return 0
 
 
