@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -12,9 +13,10 @@ import pytest
 
 from mol.eval.store import Store
 from mol.hcp.loader import load
+from mol.runtime.cli import main
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import HCP, PATCHES, mol, mol_json
+from .conftest import HCP, PATCHES, SUITE, mol, mol_json
 
 pytestmark = pytest.mark.docker
 
@@ -163,3 +165,31 @@ def test_an_adapter_proposes_and_its_valid_candidate_is_evaluated(
 
     _, out = evaluate(capsys, lab, parent_run, candidate["id"], engine)
     assert "gate: promote: 5 wins, 0 losses" in out
+
+
+def test_the_best_of_several_needs_a_confirmation_on_other_tasks(
+        parent_run: Path, engine: ScriptedEngine, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    lab = tmp_path / "lab"
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([json.loads((PATCHES / f"{name}.json").read_text())
+                                 for name in ("newline", "short")]))
+    found = propose(capsys, lab, parent_run, f"file:{batch}")
+    best, other = (c["id"] for c in found["candidates"])
+    for candidate in (best, other):
+        evaluate(capsys, lab, parent_run, candidate, engine)
+    code, _, err = mol(capsys, "evolve", "promote", best, "--lab", lab)
+    assert code == 1 and "needs a confirmation run on tasks not used to select it" in err
+
+    held_out = tmp_path / "held-out"  # tasks like the line-* ones, not used to select it
+    for task in ("answer", "csv-header", "greeting", "motd", "version"):
+        shutil.copytree(SUITE / f"line-{task}", held_out / f"held-{task}")
+    confirm = tmp_path / "confirm-run"
+    assert main(["eval", "run", str(held_out), "--hcp", str(HCP), "--engine-url",
+                 engine.base_url, "--out", str(confirm), "-j", "4"]) == 0
+    _, out = evaluate(capsys, lab, confirm, best, engine)
+    assert "gate: promote: 5 wins" in out
+    evaluations = json.loads((lab / "candidates" / best / "evaluations.json").read_text())
+    assert [e["role"] for e in evaluations] == ["selection", "confirmation"]
+    promoted = mol_json(capsys, "evolve", "promote", best, "--lab", lab)
+    assert load(Path(promoted["hcp"])).doc.parent == load(HCP).digest
