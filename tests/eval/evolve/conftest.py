@@ -24,15 +24,20 @@ PARENT_OUTCOMES = {"guard-logs": "pass", "make-dirs": "pass", "release-notes": "
 """The tasks that pass under evolve-hcp.toml (the ten line-* and script-* tasks fail)."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def engine() -> Iterator[ScriptedEngine]:
+    """The scripted engine of a test module (an engine serving the same script and seed is
+    the same model: the parent run's results hold for it)."""
     with ScriptedEngine.serve(SCRIPT) as running:
         yield running
 
 
 @pytest.fixture(scope="session")
-def parent_run(tmp_path_factory: pytest.TempPathFactory, engine: ScriptedEngine) -> Path:
+def parent_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example suite's run under evolve-hcp.toml, made once (by an engine of its own, so
+    that no engine outlives the tests that use it)."""
     out = tmp_path_factory.mktemp("parent") / "run"
-    assert main(["eval", "run", str(SUITE), "--hcp", str(HCP), "--engine-url", engine.base_url,
-                 "--out", str(out), "-j", "4"]) == 0
+    with ScriptedEngine.serve(SCRIPT) as engine:
+        assert main(["eval", "run", str(SUITE), "--hcp", str(HCP), "--engine-url",
+                     engine.base_url, "--out", str(out), "-j", "4"]) == 0
     return out

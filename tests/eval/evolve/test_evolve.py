@@ -193,3 +193,39 @@ def test_the_best_of_several_needs_a_confirmation_on_other_tasks(
     assert [e["role"] for e in evaluations] == ["selection", "confirmation"]
     promoted = mol_json(capsys, "evolve", "promote", best, "--lab", lab)
     assert load(Path(promoted["hcp"])).doc.parent == load(HCP).digest
+
+
+def test_more_epochs_run_the_parents_missing_ones_and_an_untouched_slice_runs_nothing(
+        parent_run: Path, engine: ScriptedEngine, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "parent"
+    shutil.copytree(parent_run, run)  # this test adds epochs to it
+    lab = tmp_path / "lab"
+    skill = propose(capsys, lab, run, f"file:{PATCHES / 'skill-body.json'}")
+    code, out, err = mol(capsys, "evolve", "evaluate", "--run", run, "--candidate",
+                         skill["candidates"][0]["id"], "--lab", lab, "--epochs", "2",
+                         "--engine-url", engine.base_url)
+    assert code == 0, err
+    assert "slice: 1 of 13 tasks affected (7 unaffected by their reads, 5 by replay)" in out
+    assert "episodes run: 2 under the candidate, 1 more of the parent; a full " \
+           "re-evaluation runs 26" in out
+    with Store(run, create=False) as store:
+        assert sorted(e.epoch for e in store.episodes() if e.task == "release-notes") == [1, 2]
+    assert "gate: reject: no improvement: 0 wins, 0 losses" in out
+
+    unused = propose(capsys, lab, run, f"file:{PATCHES / 'unused-adapter.json'}")
+    _, out = evaluate(capsys, lab, run, unused["candidates"][0]["id"], engine)
+    assert "episodes run: 0 under the candidate, 0 more of the parent" in out
+    assert "gate: inconclusive: the edit changes no episode of this suite" in out
+
+
+def test_evolve_run_stops_when_a_round_promotes_nothing(
+        parent_run: Path, engine: ScriptedEngine, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    result = mol_json(capsys, "evolve", "run", "--run", parent_run, "--hcp", HCP,
+                      "--proposer", f"file:{PATCHES / 'deny-terminal.json'}", "--rounds", "3",
+                      "--lab", tmp_path / "lab", "--engine-url", engine.base_url, "-j", "4")
+    assert result["stopped"] == "round 1: nothing promoted"
+    assert len(result["rounds"]) == 1 and result["lineage"] == [load(HCP).digest]
+    [tried] = result["rounds"][0]["candidates"]
+    assert tried["outcome"] == "reject" and "guard-logs" in tried["reason"]
