@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from mol.runtime.commands.common import add_hcp_argument, load_artifact
-from mol.runtime.errors import UsageError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -167,15 +166,14 @@ async def affected(args: argparse.Namespace) -> int:
     from mol.eval.evolve.materialize import materialize
     from mol.eval.evolve.slice import compute_slice
     from mol.eval.runner import SNAPSHOT
+    from mol.eval.store import Store
     from mol.hcp.changes import patch_document
     from mol.hcp.snapshot import load_snapshot
+    from mol.runtime.commands.common import read_patch
 
-    try:
-        operations = json.loads(args.patch.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read patch {args.patch}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{args.patch}: not valid JSON: {exc}") from exc
+    operations = read_patch(args.patch)
+    with Store(args.run, create=False):  # a run folder, or an error saying it is not one
+        pass
     parent = load_snapshot(args.run / SNAPSHOT)
     before = document(parent)
     after = patch_document(before, operations)
