@@ -229,3 +229,17 @@ def test_evolve_run_stops_when_a_round_promotes_nothing(
     assert len(result["rounds"]) == 1 and result["lineage"] == [load(HCP).digest]
     [tried] = result["rounds"][0]["candidates"]
     assert tried["outcome"] == "reject" and "guard-logs" in tried["reason"]
+
+
+def test_evolve_run_with_an_adapter_proposer_stops_when_it_has_nothing_more(
+        parent_run: Path, engine: ScriptedEngine, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    result = mol_json(capsys, "evolve", "run", "--run", parent_run, "--hcp", HCP,
+                      "--proposer", "adapter:L3", "--rounds", "3", "--lab", tmp_path / "lab",
+                      "--engine-url", engine.base_url, "-j", "4")
+    first, second = result["rounds"]
+    assert first["promoted"] is not None and len(first["dropped"]) == 3
+    # line-greeting passes under the promoted HCP, so L3 (scripted) has no edit left to offer
+    assert second["candidates"] == [] and result["stopped"] == "round 2: no valid candidate"
+    assert "the reply holds no JSON array" in second["dropped"][0]["reason"]
+    assert len(result["lineage"]) == 2
