@@ -12,6 +12,7 @@ from mol.runtime.cli import main
 from mol.runtime.testing import ScriptedEngine
 
 from ..conftest import EXAMPLES
+from ..conftest import hcp_text as hcp_text  # re-exported for the tests here
 from ..conftest import mol as mol  # re-exported for the tests here
 from ..conftest import mol_json as mol_json
 
