@@ -142,8 +142,7 @@ async def evaluate(options: EvaluateOptions) -> dict[str, Any]:
     evaluation = {
         "candidate": candidate.id, "run": str(parent.folder), "candidate_run": str(out),
         "suite": str(parent.suite), "epochs": epochs,
-        "role": "selection" if str(parent.folder) == candidate.record["run"] else
-        "confirmation",
+        "role": _role(parent, candidate.record["run"]),
         "slice": found.to_dict(), "inherited": inherited,
         "episodes_run": {"parent": ran["parent"], "candidate": ran["candidate"]},
         "tokens_run": ran["tokens"],
@@ -191,6 +190,23 @@ def _inherit(parent: ParentRun, artifact: Any, out: Path, tasks: set[str]) -> in
                               lines=lines, trajectory=None))
             count += 1
     return count
+
+
+def _role(parent: ParentRun, selection_run: str) -> str:
+    """``selection`` on the run the candidate was proposed against, ``confirmation`` on a run
+    sharing none of its tasks (by name or folder digest), else ``overlapping`` (which neither
+    selects nor confirms)."""
+    if str(parent.folder) == selection_run:
+        return "selection"
+    try:
+        with Store(Path(selection_run), create=False) as store:
+            used = {(e.task, e.task_digest) for e in store.episodes()}
+    except EvalError:  # the selection run is gone: nothing says the tasks differ
+        return "overlapping"
+    names, digests = {name for name, _ in used}, {digest for _, digest in used}
+    mine = {(e.task, e.task_digest) for e in parent.episodes}
+    return "overlapping" if any(n in names or d in digests for n, d in mine) \
+        else "confirmation"
 
 
 def selection_problem(lab: Lab, candidate: Candidate) -> str | None:

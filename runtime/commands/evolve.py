@@ -171,8 +171,8 @@ def evaluation_text(e: dict[str, Any]) -> str:
     """An evaluation for people."""
     counts, ran = e["slice"], e["episodes_run"]
     total = counts["affected"] + counts["unaffected_by_replay"] + counts["unaffected_by_reads"]
-    lines = [f"candidate {e['candidate']} against {e['run']}"
-             f"{' (evaluated before)' if e.get('reused') else ''}",
+    lines = [f"candidate {e['candidate']} against {e['run']} ({e['role']}"
+             f"{', evaluated before' if e.get('reused') else ''})",
              f"touched: {', '.join(e['slice']['touched'])}",
              f"slice: {counts['affected']} of {total} tasks affected "
              f"({counts['unaffected_by_reads']} unaffected by their reads, "

@@ -68,7 +68,7 @@ def test_the_gate_promotes_rejects_a_guard_and_is_inconclusive_on_two_wins_one_l
 
     # evaluated again: nothing runs
     _, out = evaluate(capsys, lab, parent_run, ids["newline"], engine)
-    assert "(evaluated before)" in out
+    assert "(selection, evaluated before)" in out
 
     code, _, err = mol(capsys, "evolve", "promote", ids["deny-terminal"], "--lab", lab)
     assert code == 1 and "guard regressed: guard-logs" in err
@@ -184,13 +184,23 @@ def test_the_best_of_several_needs_a_confirmation_on_other_tasks(
     held_out = tmp_path / "held-out"  # tasks like the line-* ones, not used to select it
     for task in ("answer", "csv-header", "greeting", "motd", "version"):
         shutil.copytree(SUITE / f"line-{task}", held_out / f"held-{task}")
+        with (held_out / f"held-{task}" / "instruction.md").open("a") as instruction:
+            instruction.write("This is a held-out task.\n")
+    shutil.copytree(SUITE / "make-dirs", held_out / "make-dirs")  # used to select: overlaps
     confirm = tmp_path / "confirm-run"
     assert main(["eval", "run", str(held_out), "--hcp", str(HCP), "--engine-url",
-                 engine.base_url, "--out", str(confirm), "-j", "4"]) == 0
+                 engine.base_url, "--out", str(confirm), "-j", "4", "--tasks", "held-*"]) == 0
+    overlapping = tmp_path / "overlapping-run"
+    assert main(["eval", "run", str(held_out), "--hcp", str(HCP), "--engine-url",
+                 engine.base_url, "--out", str(overlapping), "--tasks", "make-dirs"]) == 0
+    _, out = evaluate(capsys, lab, overlapping, best, engine)
+    assert "(overlapping)" in out
+    code, _, err = mol(capsys, "evolve", "promote", best, "--lab", lab)
+    assert code == 1 and "needs a confirmation run" in err
     _, out = evaluate(capsys, lab, confirm, best, engine)
-    assert "gate: promote: 5 wins" in out
+    assert "(confirmation)" in out and "gate: promote: 5 wins" in out
     evaluations = json.loads((lab / "candidates" / best / "evaluations.json").read_text())
-    assert [e["role"] for e in evaluations] == ["selection", "confirmation"]
+    assert [e["role"] for e in evaluations] == ["selection", "overlapping", "confirmation"]
     promoted = mol_json(capsys, "evolve", "promote", best, "--lab", lab)
     assert load(Path(promoted["hcp"])).doc.parent == load(HCP).digest
 
