@@ -72,3 +72,15 @@ def test_the_behaviour_digest_leaves_out_where_the_engine_and_sessions_are(tmp_p
     assert as_file[1] == base[1]  # a prompt moved into a file keeps its behaviour
     assert digests('[engine]\ntimeout_sec = 5\n')[1] != base[1]
     assert digests(prompt='"You fix tests quickly."')[1] != base[1]
+
+
+def test_mol_hcp_digest_prints_either_digest(tmp_path: Path, capsys) -> None:
+    from mol.runtime.cli import main
+
+    path = tmp_path / "mol.toml"
+    path.write_text(hcp_text('[engine]\napi_base = "http://10.0.0.9:8000/v1"\n'))
+    artifact = load(path)
+    assert main(["hcp", "digest", str(path)]) == 0
+    assert main(["hcp", "digest", "--behaviour", str(path)]) == 0
+    assert capsys.readouterr().out.split() == [artifact.digest, artifact.behaviour_digest]
+    assert artifact.digest != artifact.behaviour_digest
