@@ -81,15 +81,17 @@ def sandbox_config(base: SandboxConfig, task: Task, image: str,
 async def run_episode(task: Task, artifact: Any, *, epoch: int = 1, agent: str = "mol",
                       adapter: str | None = None, image: str | None = None,
                       engine: Any = None, plugins: Any = None,
-                      record: bool = True) -> Episode:
+                      record: bool = True, model: str = "") -> Episode:
     """Run one episode of ``task`` and return its result (with the trajectory's lines).
 
     ``engine``: the ``Engine`` the harness talks to (a ``LiteLLMEngine`` for the artifact
     when None); ``plugins``: a ``PluginManager`` episodes may share (loading one builds
     every tool's schema: about 0.1 s); ``image``: the task's image (the HCP's when None);
-    ``record=False`` keeps no trajectory (and so no reads)."""
+    ``record=False`` keeps no trajectory (and so no reads); ``model``: the engine's model
+    fingerprint (``mol.eval.keys``), kept in the row."""
     result = Episode(task.name, epoch, task.digest, artifact.digest, agent, adapter or "",
-                     started=time.time(), mol_version=__version__)
+                     started=time.time(), mol_version=__version__,
+                     behaviour_digest=artifact.behaviour_digest, model=model)
     clock = time.perf_counter()
     recorder = Recorder() if record else None
     if recorder is not None:
@@ -134,10 +136,15 @@ async def _episode(task: Task, artifact: Any, result: Episode, recorder: Recorde
     async with Sandbox(config, session_id=f"eval-{task.name}-{result.epoch}", mounts=mounts,
                        seed=task.environment is not None) as raw:
         sandbox: Any = raw if recorder is None else RecordingSandbox(raw, recorder)
-        if result.agent == "oracle":
-            stopped = await _oracle(sandbox, task)
-        else:
-            stopped = await _mol(sandbox, task, artifact, result, recorder, adapter, *runtime)
+        clock = time.perf_counter()
+        try:
+            if result.agent == "oracle":
+                stopped = await _oracle(sandbox, task)
+            else:
+                stopped = await _mol(sandbox, task, artifact, result, recorder, adapter,
+                                     *runtime)
+        finally:
+            result.agent_sec = round(time.perf_counter() - clock, 6)
         if stopped:
             result.outcome, result.reason = "fail", stopped.partition(":")[0]
             result.error = _budget(stopped, task, artifact)

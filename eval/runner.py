@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from mol.eval import keys
 from mol.eval.episode import AGENTS, run_episode
 from mol.eval.images import ensure_image
 from mol.eval.progress import Progress, ticking
@@ -48,6 +49,8 @@ class RunOptions:
     redo: bool = False
     retry_errors: bool = False
     record: bool = True
+    only: frozenset[str] | None = None
+    """Run only these tasks (by name), besides ``tasks``: ``mol evolve``'s slice."""
 
 
 def state_dir() -> Path:
@@ -83,13 +86,16 @@ def check(options: RunOptions, tasks: list[Task]) -> None:
 
 
 def pending(tasks: list[Task], epochs: int, stored: dict[tuple[str, int], Episode],
-            options: RunOptions) -> list[tuple[Task, int]]:
-    """The (task, epoch) pairs this run still has to do, epoch by epoch."""
+            options: RunOptions, key: keys.ResultKey | None = None) -> list[tuple[Task, int]]:
+    """The (task, epoch) pairs this run still has to do, epoch by epoch: missing, or stored
+    under another key (``mol.eval.keys``; with no ``key``, another task digest)."""
     todo = []
     for epoch in range(1, epochs + 1):
         for task in tasks:
             done = stored.get((task.name, epoch))
-            if (done is None or options.redo or done.task_digest != task.digest
+            stale = done is not None and (done.task_digest != task.digest if key is None
+                                          else not keys.reusable(done, task.digest, key))
+            if (done is None or options.redo or stale
                     or (options.retry_errors and done.outcome == "error")):
                 todo.append((task, epoch))
     return todo
@@ -100,19 +106,22 @@ async def run_suite(options: RunOptions, *, progress: Progress | None = None,
     """Run the missing episodes of ``options.suite``; returns the run folder."""
     from mol.hcp import snapshot
 
-    tasks = load_suite(options.suite, options.tasks)
+    tasks = [task for task in load_suite(options.suite, options.tasks)
+             if options.only is None or task.name in options.only]
     check(options, tasks)
     artifact = options.artifact
     out = options.out or default_out(options)
+    model = await keys.model_fingerprint(artifact, options.engine_url) \
+        if options.agent == "mol" else ""
     with Store(out) as store:
-        store.claim({"hcp_digest": artifact.digest, "agent": options.agent,
-                     "adapter": options.adapter or ""},
-                    {"suite": str(options.suite.resolve()), "hcp_name": artifact.name,
-                     "created": time.time(), "mol_version": __version__})
+        keys.claim(store, artifact, options.agent, options.adapter,
+                   {"suite": str(options.suite.resolve()), "hcp_name": artifact.name,
+                    "created": time.time(), "mol_version": __version__})
         if not (out / SNAPSHOT / snapshot.TOML).is_file():
             snapshot.write(artifact, out / SNAPSHOT)
         stored = {(e.task, e.epoch): e for e in store.episodes()}
-        todo = pending(tasks, options.epochs, stored, options)
+        todo = pending(tasks, options.epochs, stored, options,
+                       keys.ResultKey(artifact.behaviour_digest, model))
         progress = progress or Progress(len(todo))
         progress.total = len(todo)
         for note in sorted({n for task in tasks for n in task.config.notes}):
@@ -121,7 +130,7 @@ async def run_suite(options: RunOptions, *, progress: Progress | None = None,
                       f"{_count(options.epochs, 'epoch')}, "
                       f"{len(tasks) * options.epochs - len(todo)} stored) in {out}")
         if todo:
-            await _run(options, todo, store, progress, on_episode)
+            await _run(options, todo, store, progress, on_episode, model)
         progress.close()
     return out
 
@@ -131,7 +140,8 @@ def _count(number: int, word: str) -> str:
 
 
 async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
-               progress: Progress, on_episode: Callable[[Episode], None] | None) -> None:
+               progress: Progress, on_episode: Callable[[Episode], None] | None,
+               model: str = "") -> None:
     from mol.sandboxes.owner import gc_orphans
 
     artifact = options.artifact
@@ -149,12 +159,13 @@ async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
                 episode = Episode(task.name, epoch, task.digest, artifact.digest, options.agent,
                                   options.adapter or "", reason="build", error=str(image),
                                   started=time.time(), finished=time.time(),
-                                  mol_version=__version__)
+                                  mol_version=__version__,
+                                  behaviour_digest=artifact.behaviour_digest, model=model)
             else:
                 episode = await run_episode(task, artifact, epoch=epoch, agent=options.agent,
                                             adapter=options.adapter, image=image,
                                             engine=engine, plugins=plugins,
-                                            record=options.record)
+                                            record=options.record, model=model)
             await store.aput(episode)
         progress.finished(episode)
         if on_episode is not None:

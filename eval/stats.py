@@ -98,3 +98,48 @@ def compare(a: list[Episode], b: list[Episode]) -> dict[str, Any]:
     return {"tasks": rows, **counts,
             "sign_test_p": round(sign_test(counts["improved"], counts["regressed"]), 6),
             "only_a": sorted(set(left) - set(right)), "only_b": sorted(set(right) - set(left))}
+
+
+def sign_test_greater(wins: int, losses: int) -> float:
+    """Exact one-sided sign test: ``P[X >= wins]`` with ``X ~ Binomial(wins + losses, 1/2)``
+    (1.0 when nothing changed)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(wins, n + 1)) / 2 ** n
+
+
+T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004,
+        2.262157, 2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905,
+        2.109816, 2.100922, 2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899,
+        2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+"""Student's t 97.5% quantiles for 1..30 degrees of freedom."""
+
+
+def t975(df: int) -> float:
+    """Student's t 97.5% quantile: the table up to 30 degrees of freedom, then the
+    Cornish-Fisher expansion in 1/df (Abramowitz and Stegun 26.7.5; error below 1e-5)."""
+    if df < 1:
+        raise ValueError("a t quantile needs at least one degree of freedom")
+    if df <= len(T975):
+        return T975[df - 1]
+    z = Z95
+    g1 = (z ** 3 + z) / 4
+    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
+    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
+    g4 = (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+
+
+def mean_interval(values: list[float]) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of ``values`` (one per task: the task is the cluster)
+    with its 95% t interval; the interval is the mean itself for fewer than two values."""
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0, 0.0
+    mean = sum(values) / n
+    if n < 2:
+        return mean, mean, mean
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half

@@ -44,6 +44,14 @@ MIGRATIONS: list[str] = [
         trajectory TEXT, reads TEXT NOT NULL, placement TEXT NOT NULL,
         mol_version TEXT NOT NULL, PRIMARY KEY (task, epoch));
     """,
+    # 2: what results are keyed by (the behaviour digest, the engine's model fingerprint),
+    # and where an inherited result came from (mol evolve).
+    """
+    ALTER TABLE episodes ADD COLUMN behaviour_digest TEXT NOT NULL DEFAULT '';
+    ALTER TABLE episodes ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE episodes ADD COLUMN inherited TEXT NOT NULL DEFAULT '';
+    ALTER TABLE episodes ADD COLUMN agent_sec REAL NOT NULL DEFAULT 0;
+    """,
 ]
 """Ordered schema migrations; never edit one that shipped, append a new one."""
 
@@ -82,6 +90,17 @@ class Episode:
     """JSON Pointers of the HCP parts the episode read (``mol.eval.reads``)."""
     placement: str = "local"
     mol_version: str = ""
+    behaviour_digest: str = ""
+    """The behaviour digest of the HCP it ran under (``Artifact.behaviour_digest``)."""
+    model: str = ""
+    """The fingerprint of the model the engine served (``mol.eval.keys``); empty for oracle
+    episodes."""
+    agent_sec: float = 0.0
+    """Time of the agent's part (the turn, or the oracle's solution): what an HCP edit can
+    make slower, unlike the sandbox's start and the verifier."""
+    inherited: str = ""
+    """For a result ``mol evolve`` inherited from the parent's run instead of running it: the
+    parent's HCP digest (``hcp_digest`` and ``behaviour_digest`` say what ran)."""
     lines: list[str] | None = field(default=None, repr=False, compare=False)
     """The trajectory's JSON lines, until ``put`` writes them (never stored in the row)."""
 

@@ -105,9 +105,17 @@ def _same_length_lists(old: Any, new: Any) -> bool:
 
 def apply_patch(artifact: Artifact, patch: Any) -> Artifact:
     """Apply an RFC 6902 JSON Patch; return the new validated artifact (``parent`` = old digest)."""
+    doc = dict(patch_document(artifact.raw, patch))
+    doc["parent"] = artifact.digest
+    file = f"{artifact.path or '<artifact>'} + patch"
+    return load_dict(doc, base_dir=artifact.base_dir, file=file, path=None)
+
+
+def patch_document(doc: Any, patch: Any) -> Any:
+    """``doc`` with an RFC 6902 JSON Patch applied (``doc`` itself is left as it is); an
+    ``HCPError`` names the operation that does not apply."""
     if not isinstance(patch, list):
         raise HCPError([Issue("a JSON Patch must be a JSON array of operations")])
-    doc = artifact.raw
     for index, op in enumerate(patch):
         where = f"patch operation {index}"
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
@@ -119,10 +127,7 @@ def apply_patch(artifact: Artifact, patch: Any) -> Artifact:
         except (TypeError, KeyError, IndexError, AttributeError) as exc:
             raise HCPError([Issue(f"{where} ({op.get('op')} {op.get('path')}): cannot apply "
                                   f"({type(exc).__name__}: {exc})")]) from None
-    doc = dict(doc)
-    doc["parent"] = artifact.digest
-    file = f"{artifact.path or '<artifact>'} + patch"
-    return load_dict(doc, base_dir=artifact.base_dir, file=file, path=None)
+    return doc
 
 
 def to_toml(artifact: Artifact, out_dir: Path | None = None) -> str:

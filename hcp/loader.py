@@ -7,6 +7,7 @@ closest valid key.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 import tomllib
@@ -60,6 +61,10 @@ class Artifact:
     that mol does not run."""
     digest: str = ""
     """``sha256:<hex>`` over the canonical document with files replaced by their digests."""
+    behaviour_digest: str = ""
+    """``sha256:<hex>`` over what shapes the artifact's episodes: the canonical document
+    without its deployment fields (``BEHAVIOUR_EXCLUDED``), prompt files as their text. Eval
+    results are keyed by it, so moving the engine does not invalidate them."""
 
     @property
     def name(self) -> str:
@@ -170,11 +175,12 @@ def load_dict(
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
     bundles, commands, warnings = bundled
     warnings += [w for skill in skills.skills.values() for w in skill.warnings]
-    digest = digest_value(_digest_form(doc, found.digests, skills.digests, bundles))
+    form = _digest_form(doc, found.digests, skills.digests, bundles)
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
                     texts=found.texts, prompts=prompts, skills=skills.skills,
                     skill_digests=dict(skills.digests), bundles=bundles, commands=commands,
-                    warnings=tuple(warnings), digest=digest)
+                    warnings=tuple(warnings), digest=digest_value(form),
+                    behaviour_digest=digest_value(behaviour_form(form, doc, found.texts)))
 
 
 def _with_bundles(doc: HCP, base_dir: Path, problems: list[tuple]) -> tuple[HCP, Any, tuple]:
@@ -214,6 +220,42 @@ def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | Non
     if bundles:
         form["$bundles"] = {name: bundle.summary() for name, bundle in sorted(bundles.items())}
     return form
+
+
+BEHAVIOUR_EXCLUDED = (("engine", "api_base"), ("engine", "api_key_env"), ("session", "store"),
+                      ("server",), ("evolve",), ("parent",), ("name",), ("description",))
+"""What the behaviour digest leaves out: where the engine is and its key, where sessions are
+kept, what ``mol serve`` exposes, the lineage, the evolve gate and the names for people."""
+
+
+def behaviour_form(form: dict, doc: HCP, texts: dict[str, str]) -> dict:
+    """The digest form without ``BEHAVIOUR_EXCLUDED`` (emptied tables dropped) and with each
+    prompt file replaced by its text: a prompt moved between a file and inline text keeps
+    the behaviour digest."""
+    form = copy.deepcopy(form)
+    for loc in hcp_files.prompt_locations({"adapters": dict(doc.adapters)}):
+        prompt: Any = doc
+        for part in loc:
+            prompt = prompt.get(part) if isinstance(prompt, dict) else getattr(prompt, part, None)
+        holder = form
+        for part in loc[:-1]:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(prompt, FileRef) and isinstance(holder, dict) and loc[-1] in holder:
+            holder[loc[-1]] = texts.get(prompt.path, holder[loc[-1]])
+    for loc in BEHAVIOUR_EXCLUDED:
+        _drop(form, loc)
+    return form
+
+
+def _drop(table: dict, loc: tuple) -> None:
+    """Remove the key at ``loc``, and the tables that leaves empty."""
+    head, *rest = loc
+    if not rest:
+        table.pop(head, None)
+    elif isinstance(table.get(head), dict):
+        _drop(table[head], tuple(rest))
+        if not table[head]:
+            del table[head]
 
 
 def _adapter_references(raw: dict) -> list[tuple]:

@@ -42,6 +42,7 @@ from mol.hcp.base import (
     PositiveFloat,
     Prompt,
 )
+from mol.hcp.evolvable import EvolveConfig
 from mol.hcp.sections import (
     BundlesConfig,
     CommandHook,
@@ -56,7 +57,8 @@ from mol.hcp.sections import (
 
 __all__ = [  # the sections defined elsewhere are re-exported: import them from here
     "ADAPTER_NAME", "ANSWERING", "HCP", "SCHEMA_VERSION", "SEED_ADAPTERS", "AdapterConfig",
-    "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName", "FileRef",
+    "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName", "EvolveConfig",
+    "FileRef",
     "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig", "Model", "ModelParams", "PluginsConfig",
     "PositiveFloat", "Prompt", "PublicModelConfig", "RouterConfig", "SandboxConfig",
     "ServingConfig", "SessionConfig", "SkillsConfig", "SummaryConfig", "ToolPolicy",
@@ -163,6 +165,8 @@ class HCP(Model):
     """Docker sandbox settings."""
     session: SessionConfig = Field(default_factory=SessionConfig)
     """Session storage."""
+    evolve: EvolveConfig = Field(default_factory=EvolveConfig)
+    """What ``mol evolve`` may change, and its promotion gate."""
 
     @model_validator(mode="after")
     def _sampling_adapters(self) -> HCP:

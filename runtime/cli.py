@@ -52,7 +52,8 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("mol.runtime.commands.serve", "serve the OpenAI-compatible API (chat completions, responses)"),
     "sessions": Command("mol.runtime.commands.sessions", "list stored sessions; show one's views, routes and summaries"),
     "genui": Command("mol.runtime.commands.genui", "check generated UI (A2UI, UI4A TSX), preview it in a browser, install its toolchain"),
-    "eval": Command("mol.runtime.commands.eval", "run task suites in sandboxes; replay, show and compare runs"),
+    "eval": Command("mol.runtime.commands.eval", "run task suites in sandboxes; replay, show and compare runs; the slice an edit affects"),
+    "evolve": Command("mol.runtime.commands.evolve", "propose HCP edits, evaluate the slice they affect, promote with a statistical gate, show the lineage"),
 }
 """Every subcommand, in the order ``mol --help`` lists them."""
 

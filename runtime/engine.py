@@ -169,6 +169,22 @@ class LiteLLMEngine:
         """litellm model id of an adapter: the prefix and the engine's name of its LoRA."""
         return self.model_prefix + self.names.get(adapter, adapter)
 
+    async def models(self) -> list[dict[str, Any]] | None:
+        """What ``GET /v1/models`` lists (``data``), or None when the engine does not answer
+        it readably; eval keys results by a digest of it (``mol.eval.keys``)."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            async with httpx.AsyncClient(timeout=min(self.timeout, 30.0)) as client:
+                response = await client.get(f"{self.api_base}/models", headers=headers)
+            response.raise_for_status()
+            data = response.json().get("data")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return [entry for entry in data if isinstance(entry, dict)] if isinstance(
+            data, list) else None
+
     async def complete(
         self,
         adapter: str,

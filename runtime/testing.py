@@ -49,6 +49,7 @@ class ScriptedEngine:
         latency: float = 0.0,
         on_request: Callable[[dict[str, Any]], None] | None = None,
         reasoning_parser: str | None = None,
+        seed: int | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
 
@@ -56,7 +57,8 @@ class ScriptedEngine:
         chat request; ``on_request`` is called (in the server thread) with each
         request record after it is logged; ``reasoning_parser`` (the field it
         fills: ``"reasoning_content"`` or ``"reasoning"``) serves the script like a
-        reasoning model behind a reasoning parser (docs/scripted-engine.md).
+        reasoning model behind a reasoning parser (docs/scripted-engine.md); ``seed`` drives
+        the stochastic rules (``p``; default: the script's seed, 0).
         """
         from mol.runtime.scripted.app import EngineState
 
@@ -66,6 +68,8 @@ class ScriptedEngine:
             raise UsageError(f"reasoning_parser must be one of {REASONING_FIELDS[1:]} or None, "
                              f"got {reasoning_parser!r}")
         self.script = load_script(script)
+        if seed is not None:
+            self.script.seed = seed
         self.host, self.port = host, port
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request

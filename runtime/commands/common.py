@@ -45,6 +45,18 @@ def checked_adapter(artifact: Any, name: str | None) -> str | None:
                      f"{', '.join(names)}")
 
 
+def read_patch(path: Path) -> Any:
+    """The JSON of a patch file (``--patch``); a ``UsageError`` naming the file otherwise."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read patch {path}: {exc.strerror or exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid JSON: {exc}") from exc
+
+
 def load_artifact(path: Path | None) -> Any:
     """The artifact named by ``--hcp``, or a usage error saying how to name one."""
     from mol.hcp.loader import load

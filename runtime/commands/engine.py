@@ -34,6 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    metavar="FIELD", help="answer like a reasoning model behind a reasoning "
                    "parser filling FIELD (reasoning_content or reasoning): replies go there "
                    "unless the request turns thinking off")
+    p.add_argument("--seed", type=int, default=0, help="seed of the stochastic rules (p = ...; "
+                   "default 0)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
     p.set_defaults(func=scripted)
 
@@ -61,7 +63,7 @@ def scripted(args: argparse.Namespace) -> int:
     on_request = None if args.quiet else _print_request
     engine = ScriptedEngine(args.script, log_path=args.log, host=args.host, port=args.port,
                             latency=args.latency, on_request=on_request,
-                            reasoning_parser=args.reasoning_parser)
+                            reasoning_parser=args.reasoning_parser, seed=args.seed)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)

@@ -53,6 +53,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=replay)
 
+    _configure_affected(sub)
+
     p = sub.add_parser("show", help="a run's per-task table, pass rate and cost")
     p.add_argument("run", type=Path, help="the run folder")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -63,6 +65,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("run_b", type=Path, help="the second run folder")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=compare)
+
+
+def _configure_affected(sub: Any) -> None:
+    p = sub.add_parser("affected", help="the tasks of a run an HCP patch can affect, in three "
+                       "tiers (no model, no Docker)",
+                       description="Which tasks of RUN the PATCH (RFC 6902, against the run "
+                       "HCP's evolve document; see docs/evolve.md) can affect: (1) tasks that "
+                       "read none of the touched paths, (2) tasks whose replay under the "
+                       "patched HCP stays identical, (3) the others.")
+    p.add_argument("--run", type=Path, required=True, help="the run folder")
+    p.add_argument("--patch", type=Path, required=True, help="a JSON file holding the patch")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=affected)
 
 
 def _print_json(data: Any) -> None:
@@ -140,4 +155,40 @@ def compare(args: argparse.Namespace) -> int:
         _print_json(data)
     else:
         print(compare_text(data))
+    return 0
+
+
+async def affected(args: argparse.Namespace) -> int:
+    """Print the slice a patch can affect."""
+    import tempfile
+
+    from mol.eval.evolve.document import document, touched
+    from mol.eval.evolve.materialize import materialize
+    from mol.eval.evolve.slice import compute_slice
+    from mol.eval.runner import SNAPSHOT
+    from mol.eval.store import Store
+    from mol.hcp.changes import patch_document
+    from mol.hcp.snapshot import load_snapshot
+    from mol.runtime.commands.common import read_patch
+
+    operations = read_patch(args.patch)
+    with Store(args.run, create=False):  # a run folder, or an error saying it is not one
+        pass
+    parent = load_snapshot(args.run / SNAPSHOT)
+    before = document(parent)
+    after = patch_document(before, operations)
+    with tempfile.TemporaryDirectory(prefix="mol-affected-") as folder:
+        candidate = materialize(parent, after, Path(folder) / "hcp")
+        found = await compute_slice(args.run, candidate, touched(before, after))
+    if args.json:
+        _print_json({"run": str(args.run), "patch": str(args.patch), **found.to_dict()})
+        return 0
+    counts = found.counts()
+    print(f"touched: {', '.join(found.touched) or 'nothing'}")
+    print(f"{len(found.tasks)} tasks: {counts['unaffected_by_reads']} unaffected by their "
+          f"reads, {counts['unaffected_by_replay']} by replay, {counts['affected']} affected")
+    width = max([len(t.task) for t in found.tasks] + [4])
+    for t in found.tasks:
+        print(f"  {t.task:<{width}}  {'affected' if t.affected else 'unaffected':<10}  "
+              f"tier {t.tier}: {t.reason}")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -20,6 +19,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("digest", help="print an artifact's sha256 digest")
     p.add_argument("file", type=Path, help="the HCP TOML file")
+    p.add_argument("--behaviour", action="store_true", help="print the behaviour digest instead "
+                   "(deployment fields left out; what eval results are keyed by)")
     p.set_defaults(func=digest)
 
     p = sub.add_parser("schema", help="print the HCP JSON Schema")
@@ -60,7 +61,8 @@ def validate(args: argparse.Namespace) -> int:
 def digest(args: argparse.Namespace) -> int:
     from mol.hcp.loader import load
 
-    print(load(args.file).digest)
+    artifact = load(args.file)
+    print(artifact.behaviour_digest if args.behaviour else artifact.digest)
     return 0
 
 
@@ -87,15 +89,10 @@ def diff(args: argparse.Namespace) -> int:
 def patch(args: argparse.Namespace) -> int:
     from mol.hcp.changes import apply_patch, to_toml
     from mol.hcp.loader import load
+    from mol.runtime.commands.common import read_patch
 
     artifact = load(args.file)
-    try:
-        operations = json.loads(args.patch.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read patch {args.patch}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{args.patch}: not valid JSON: {exc}") from exc
-    new = apply_patch(artifact, operations)
+    new = apply_patch(artifact, read_patch(args.patch))
     if args.output is None:
         sys.stdout.write(to_toml(new))
     else:

@@ -69,7 +69,9 @@ class EngineState:
         last = request.body["messages"][-1]
         text = request.text if len(request.text) <= _PREVIEW else request.text[:_PREVIEW] + "..."
         kind = f"constrained ({request.constraint.kind})" if request.constraint else "unconstrained"
-        refusals = self.script.refusals(request.adapter, request.text, request.constraint is not None)
+        refusals = self.script.refusals(request.adapter, request.text,
+                                        request.constraint is not None, request.system,
+                                        request.key)
         return HTTPProblem(400, f"no scripted rule of {request.adapter} matches this {kind} request; "
                            f"last message ({last.get('role')}): {text!r}; "
                            f"rules: {'; '.join(refusals) or 'none'}")
@@ -79,8 +81,9 @@ def build_app(state: EngineState) -> Starlette:
     """The Starlette app serving ``state``'s script."""
 
     async def models(request: Request) -> Response:
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine"}
-                for name in state.script.adapters]
+        root = f"scripted:{state.script.fingerprint()}"
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine",
+                 "root": root} for name in state.script.adapters]
         return JSONResponse({"object": "list", "data": data})
 
     async def health(request: Request) -> Response:
@@ -99,7 +102,9 @@ def build_app(state: EngineState) -> Starlette:
             record["constraint"] = constraint.to_json() if constraint else None
             record["thinking"] = chat_request.thinking
             record["prefill"] = chat_request.prefill
-            rule = state.script.match(chat_request.adapter, chat_request.text, constraint is not None)
+            rule = state.script.match(chat_request.adapter, chat_request.text,
+                                      constraint is not None, chat_request.system,
+                                      chat_request.key)
             if rule is None:
                 raise state.unmatched(chat_request)
             record["rule"] = rule.index

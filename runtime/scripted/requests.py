@@ -6,6 +6,7 @@ fault; the app answers it as an OpenAI-shaped error.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -81,6 +82,16 @@ class ChatRequest:
     """False when the request switches thinking off (``chat_template_kwargs.enable_thinking``)."""
     prefill: str | None = None
     """The assistant message the engine continues (``continue_final_message``), if any."""
+    system: str = ""
+    """The system prompt: the texts of the system and developer messages, one per line."""
+
+    @property
+    def key(self) -> str:
+        """A digest of what the request asks (its body without the streaming options): the
+        identity stochastic rules draw for."""
+        body = {k: v for k, v in self.body.items() if k not in ("stream", "stream_options")}
+        data = json.dumps(body, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(data).hexdigest()
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -111,8 +122,10 @@ def read_request(body: dict[str, Any], adapters: Sequence[str]) -> ChatRequest:
                          "chat_template_kwargs.enable_thinking")
     prefill = read_prefill(body)
     text = texts[-2] if prefill is not None and len(texts) > 1 else texts[-1]
+    system = "\n".join(text for text, message in zip(texts, messages, strict=True)
+                       if message.get("role") in ("system", "developer"))
     return ChatRequest(body, resolve_adapter(model, adapters), text, stream, include_usage,
-                       read_constraint(body), thinking, prefill)
+                       read_constraint(body), thinking, prefill, system)
 
 
 def read_prefill(body: dict[str, Any]) -> str | None:

@@ -9,7 +9,9 @@ answered by the first rule of its adapter that still has uses left and whose
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -19,8 +21,8 @@ from typing import Any
 
 from mol.runtime.errors import UsageError
 
-RULE_FIELDS = ("when", "constrained", "times", "reply", "tool_calls", "error", "delay", "usage",
-               "reasoning")
+RULE_FIELDS = ("when", "when_system", "p", "constrained", "times", "reply", "tool_calls", "error",
+               "delay", "usage", "reasoning")
 ANSWER_FIELDS = ("reply", "tool_calls", "error")
 TOOL_CALL_FIELDS = ("name", "arguments")
 ERROR_FIELDS = ("status", "message", "type", "kind", "limit")
@@ -62,6 +64,10 @@ class Rule:
     tool_calls: tuple[ScriptedToolCall, ...] | None = None
     error: ScriptedError | None = None
     when: re.Pattern[str] | None = None
+    when_system: re.Pattern[str] | None = None
+    """Searched in the request's system prompt (its system and developer messages)."""
+    p: float | None = None
+    """The chance that the rule answers a request it matches (a seeded draw); None: always."""
     constrained: bool | None = None
     times: int = 1
     """How often the rule may be used; ``-1``: without limit."""
@@ -81,8 +87,10 @@ class Rule:
         """Whether every use the rule allows has been taken."""
         return self.times != -1 and self.used >= self.times
 
-    def refusal(self, text: str, constrained: bool) -> str | None:
-        """Why this rule does not match a request, or None when it does."""
+    def refusal(self, text: str, constrained: bool, system: str = "",
+                draw: float | None = None) -> str | None:
+        """Why this rule does not match a request, or None when it does; ``draw`` (in [0, 1))
+        decides a stochastic rule (``p``)."""
         if self.exhausted:
             return f"used {self.used} of {self.times} times"
         if self.constrained is True and not constrained:
@@ -91,6 +99,10 @@ class Rule:
             return "needs an unconstrained request"
         if self.when is not None and not self.when.search(text):
             return f"when {self.when.pattern!r} not found"
+        if self.when_system is not None and not self.when_system.search(system):
+            return f"when_system {self.when_system.pattern!r} not found in the system prompt"
+        if self.p is not None and draw is not None and draw >= self.p:
+            return f"p = {self.p:g}: drew {draw:.3f}"
         return None
 
     def __repr__(self) -> str:
@@ -100,27 +112,64 @@ class Rule:
 
 
 class Script:
-    """The rules of every adapter; ``match`` takes one use of the first matching rule."""
+    """The rules of every adapter; ``match`` takes one use of the first matching rule.
 
-    def __init__(self, rules: Mapping[str, list[Rule]]) -> None:
+    Stochastic rules (``p``) draw from a hash of the seed, the rule, the request and how many
+    identical requests came before it: the same requests in the same order get the same
+    answers, whatever else the engine serves in between."""
+
+    def __init__(self, rules: Mapping[str, list[Rule]], *, seed: int = 0,
+                 source: Any = None) -> None:
         self.rules = dict(rules)
+        self.seed = seed
+        self.source = source
+        """The parsed script (the fingerprint is its digest)."""
+        self._seen: dict[str, int] = {}
+        self._drawn: tuple[str, str, dict[int, float]] = ("", "", {})
+        """The draws of the last request matched (its refusals name them)."""
+
+    def fingerprint(self) -> str:
+        """``sha256:`` over the script and the seed: what ``/v1/models`` reports as ``root``."""
+        data = json.dumps({"script": self.source, "seed": self.seed}, sort_keys=True,
+                          default=str).encode()
+        return "sha256:" + hashlib.sha256(data).hexdigest()
 
     @property
     def adapters(self) -> list[str]:
         """The adapter names the script serves, in script order."""
         return list(self.rules)
 
-    def match(self, adapter: str, text: str, constrained: bool) -> Rule | None:
-        """The first rule of ``adapter`` matching the request, its use counted; None if none."""
+    def match(self, adapter: str, text: str, constrained: bool, system: str = "",
+              request: str = "") -> Rule | None:
+        """The first rule of ``adapter`` matching the request, its use counted; None if none.
+        ``request`` identifies the request (a digest of its body) for stochastic rules."""
+        draws = self._draws(adapter, request)
         for rule in self.rules.get(adapter, []):
-            if rule.refusal(text, constrained) is None:
+            if rule.refusal(text, constrained, system, draws.get(rule.index)) is None:
                 rule.used += 1
                 return rule
         return None
 
-    def refusals(self, adapter: str, text: str, constrained: bool) -> list[str]:
+    def refusals(self, adapter: str, text: str, constrained: bool, system: str = "",
+                 request: str = "") -> list[str]:
         """Why each rule of ``adapter`` does not match (for the unmatched-request error)."""
-        return [f"{rule.where} {rule.refusal(text, constrained)}" for rule in self.rules.get(adapter, [])]
+        last_adapter, last_request, drawn = self._drawn
+        draws = drawn if (last_adapter, last_request) == (adapter, request) else {}
+        return [f"{rule.where} {rule.refusal(text, constrained, system, draws.get(rule.index))}"
+                for rule in self.rules.get(adapter, [])]
+
+    def _draws(self, adapter: str, request: str) -> dict[int, float]:
+        """A draw in [0, 1) per stochastic rule of ``adapter`` for this request."""
+        stochastic = [rule for rule in self.rules.get(adapter, []) if rule.p is not None]
+        if not stochastic:
+            return {}
+        seen = self._seen[request] = self._seen.get(request, 0) + 1
+        draws = {}
+        for rule in stochastic:
+            key = f"{self.seed}|{rule.where}|{request}|{seen}".encode()
+            draws[rule.index] = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
+        self._drawn = (adapter, request, draws)
+        return draws
 
     def unused(self) -> list[Rule]:
         """Rules with uses left: finite ones not used up, unlimited ones never used."""
@@ -132,8 +181,9 @@ class Script:
         ]
 
 
-def load_script(source: str | Mapping[str, Any] | Path | Script) -> Script:
-    """Parse and validate a script given as TOML text, a mapping, a TOML file or a ``Script``.
+def load_script(source: str | Mapping[str, Any] | Path | Script, seed: int = 0) -> Script:
+    """Parse and validate a script given as TOML text, a mapping, a TOML file or a ``Script``
+    (``seed`` drives its stochastic rules).
 
     Raises ``UsageError`` listing every problem, each naming the adapter, the
     rule index and the field (``L2[1]: unknown field 'repy'``).
@@ -159,7 +209,7 @@ def load_script(source: str | Mapping[str, Any] | Path | Script) -> Script:
         if len(lines) > 1:
             lines.insert(0, f"{origin}: {len(lines)} problems in the script:")
         raise UsageError("\n".join(lines))
-    return Script(rules)
+    return Script(rules, seed=seed, source=source)
 
 
 def _kind(value: Any) -> str:
@@ -224,6 +274,8 @@ class _Checker:
         if rule.reply is None and rule.tool_calls is None and rule.error is None:
             rule.reply = ""  # keeps the (invalid) rule printable; the issue is recorded
         rule.when = self.pattern(where, raw)
+        rule.when_system = self.pattern(where, raw, "when_system")
+        rule.p = self.chance(where, raw)
         rule.constrained = self.typed(where, raw, "constrained", bool, "true or false")
         times = self.typed(where, raw, "times", int, "an integer")
         if times is not None and times < 1 and times != -1:
@@ -237,15 +289,22 @@ class _Checker:
         rule.reasoning = self.typed(where, raw, "reasoning", str, "a string")
         return rule
 
-    def pattern(self, where: str, raw: Mapping) -> re.Pattern[str] | None:
-        text = self.typed(where, raw, "when", str, "a regular expression string")
+    def pattern(self, where: str, raw: Mapping, key: str = "when") -> re.Pattern[str] | None:
+        text = self.typed(where, raw, key, str, "a regular expression string")
         if text is None:
             return None
         try:
             return re.compile(text)
         except re.error as exc:
-            self.issues.append(f"{where}.when: invalid regular expression {text!r}: {exc}")
+            self.issues.append(f"{where}.{key}: invalid regular expression {text!r}: {exc}")
             return None
+
+    def chance(self, where: str, raw: Mapping) -> float | None:
+        p = self.typed(where, raw, "p", (int, float), "a probability")
+        if p is not None and not (math.isfinite(p) and 0 <= p <= 1):
+            self.issues.append(f"{where}.p: expected a probability between 0 and 1, got {p}")
+            return None
+        return None if p is None else float(p)
 
     def tool_calls(self, where: str, raw: Mapping) -> tuple[ScriptedToolCall, ...] | None:
         calls = self.typed(where, raw, "tool_calls", list, "an array of { name, arguments } tables")

@@ -72,3 +72,45 @@ def test_a_rerun_does_what_is_missing_changed_or_asked_for(tmp_path: Path) -> No
     assert todo(2) == [("c", 1), ("a", 2), ("b", 2), ("c", 2)]
     assert todo(retry_errors=True) == [("b", 1), ("c", 1)]
     assert todo(retry_errors=False, redo=True) == [("a", 1), ("b", 1), ("c", 1)]
+
+
+def test_a_rerun_redoes_what_ran_under_another_key(tmp_path: Path) -> None:
+    from mol.eval import keys
+    from mol.runtime import __version__
+
+    write_task(tmp_path / "suite", "a", test="true")
+    [task] = load_suite(tmp_path / "suite")
+    key = keys.ResultKey("sha256:behaviour", "models:m")
+
+    def row(**fields) -> Episode:
+        base = {"behaviour_digest": "sha256:behaviour", "model": "models:m",
+                "mol_version": __version__, "outcome": "pass"}
+        return Episode("a", 1, task.digest, DIGEST, "mol", **{**base, **fields})
+
+    def redone(stored: Episode) -> bool:
+        return pending([task], 1, {("a", 1): stored}, RunOptions(tmp_path, None), key) != []
+
+    assert not redone(row())
+    assert redone(row(model="models:other"))
+    assert redone(row(mol_version="0.0.1"))
+    assert redone(row(behaviour_digest="sha256:other"))
+    assert not redone(row(behaviour_digest="sha256:other", inherited=DIGEST))  # mol evolve's
+    assert redone(row(behaviour_digest="sha256:other", inherited=DIGEST, model="models:x"))
+
+
+def test_a_folder_from_before_behaviour_digests_holds_only_its_own_artifact(
+        tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from mol.eval import keys
+
+    with Store(tmp_path) as store:
+        store.claim({"hcp_digest": DIGEST, "agent": "mol", "adapter": ""})
+        mine = SimpleNamespace(digest=DIGEST, behaviour_digest="sha256:behaviour")
+        keys.claim(store, mine, "mol", None, {})
+        assert store.meta()["behaviour_digest"] == "sha256:behaviour"
+    with Store(tmp_path / "old") as store:
+        store.claim({"hcp_digest": DIGEST, "agent": "mol", "adapter": ""})
+        other = SimpleNamespace(digest="sha256:" + "c" * 64, behaviour_digest="sha256:x")
+        with pytest.raises(EvalError, match="holds another run"):
+            keys.claim(store, other, "mol", None, {})

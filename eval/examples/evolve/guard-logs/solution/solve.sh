@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p /workspace/logs && echo started > /workspace/logs/app.log

@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '%s\n' 'name,age,city' > /workspace/header.csv

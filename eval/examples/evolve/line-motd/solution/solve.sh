@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '%s\n' 'maintenance at noon' > /workspace/motd.txt

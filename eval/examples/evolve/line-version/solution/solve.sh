@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '%s\n' '1.4.2' > /workspace/VERSION

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /workspace && mkdir -p src docs tests

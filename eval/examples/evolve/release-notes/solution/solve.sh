@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '## 2.0\n\n- First stable release.\n' > /workspace/NOTES.md
