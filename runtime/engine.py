@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -121,6 +122,29 @@ def _register_unpriced(litellm: Any, model_ids: list[str]) -> None:
         litellm.register_model(rows, add_to_provider_model_sets=False)
 
 
+_importing: list[Any] = []
+
+
+def start_import() -> None:
+    """Start importing litellm in a background thread, at once and once: a command does
+    the rest of its start-up (artifact, plugins, MCP servers, sandbox) meanwhile, and its
+    first engine call waits only for what is left (Python's import lock makes it wait)."""
+    import threading
+
+    if _importing or "litellm" in sys.modules:
+        return
+
+    def work() -> None:
+        try:
+            _import_litellm()
+        except BaseException:  # the first engine call imports it again and reports why
+            pass
+
+    thread = threading.Thread(target=work, name="mol-import-litellm", daemon=True)
+    _importing.append(thread)
+    thread.start()
+
+
 async def preload() -> None:
     """Import litellm in a worker thread (seconds of work). A server does this at startup:
     imported by the first turn, on the event loop, it would stall every connection."""
@@ -210,7 +234,8 @@ class LiteLLMEngine:
         extra: dict[str, Any] | None = None,
     ) -> Completion:
         """Ask ``adapter`` for a reply, retrying transient failures with backoff."""
-        self.load()
+        if self._litellm is None:  # seconds of import (or of waiting for start_import's)
+            await anyio.to_thread.run_sync(self.load)
         kwargs = self._request(adapter, messages, tools, params, choices, extra)
         if kwargs["model"] not in self._priced:  # an adapter not named at construction
             self._price([kwargs["model"]])

@@ -129,3 +129,25 @@ async def test_unpriced_adapters_cost_nothing_and_priced_models_keep_their_price
             await unnamed.complete("L9-never-seen", [{"role": "user", "content": "hi"}])
         assert litellm.completion_cost(model="hosted_vllm/L9-never-seen", prompt="a",
                                        completion="b") == 0
+
+
+def test_start_import_imports_litellm_once_in_the_background():
+    import subprocess
+    import sys
+
+    code = """
+import sys, threading
+from mol.runtime.engine import start_import
+start_import()
+start_import()  # once
+threads = [t for t in threading.enumerate() if t.name == "mol-import-litellm"]
+assert len(threads) == 1 and threads[0].daemon, threads
+threads[0].join(300)
+assert "litellm" in sys.modules
+import litellm
+assert litellm.telemetry is False  # imported the way the engine imports it
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
