@@ -202,6 +202,56 @@ async def _floor(port: int, engine_url: str) -> None:
     await asyncio.Event().wait()
 
 
+# -- bare litellm ----------------------------------------------------------------------------
+
+async def _litellm_turns(engine_url: str, turns: int) -> None:
+    """A turn's three engine calls through bare ``litellm.acompletion`` (the adapters priced
+    at zero, as mol does), ``turns`` of them from 16 workers: what litellm alone costs,
+    printed as one JSON line (CPU of the whole process, its threads included)."""
+    import litellm
+
+    litellm.suppress_debug_info = True  # as mol's engine sets it
+    zero = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "mode": "chat",
+            "cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0}
+    litellm.register_model({name: {**zero, "litellm_provider": "hosted_vllm"}
+                            for label in LABELS for name in (label, "hosted_vllm/" + label)},
+                           add_to_provider_model_sets=False)
+    base = {"api_base": engine_url, "api_key": "none", "max_retries": 0}
+
+    async def turn() -> None:
+        route = await litellm.acompletion(
+            model="hosted_vllm/L0", temperature=0, max_tokens=4, **base,
+            extra_body={"structured_outputs": {"choice": LABELS}},
+            messages=[{"role": "user", "content": "<turn>fix the failing test</turn>"}])
+        adapter = "hosted_vllm/" + route.choices[0].message.content
+        answer = await litellm.acompletion(model=adapter, messages=MESSAGES, **base)
+        await litellm.acompletion(model=adapter, max_tokens=64, **base, messages=[
+            {"role": "user", "content": "Summarize: " + answer.choices[0].message.content}])
+
+    left = [turns]
+
+    async def worker() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            await turn()
+
+    for _ in range(5):
+        await turn()
+    cpu = time.process_time()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(16):
+            group.create_task(worker())
+    await asyncio.sleep(1.0)  # litellm's success logging runs after the calls return
+    print(json.dumps({"cpu_ms_per_turn": (time.process_time() - cpu) * 1000 / turns}))
+
+
+def _litellm_floor(me: list[str], engine_url: str, turns: int) -> float:
+    done = subprocess.run([*me, "--role", "litellm", "--engine-url", engine_url,
+                           "--turns", str(turns)], capture_output=True, text=True,
+                          timeout=1200, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms_per_turn"]
+
+
 # -- the driver ------------------------------------------------------------------------------
 
 def _port() -> int:
@@ -394,6 +444,7 @@ def main(blocks: int, turns: int, runs: int) -> dict:
                                      engine_url], mol_port,
                              {"MOL_API_KEY_FILE": str(folder / "key")}))
         results = asyncio.run(_blocks(proxies, blocks, turns))
+        bare = [_litellm_floor(me, engine_url, turns) for _ in range(blocks)]
         figures = {}
         for proxy in proxies:
             done = results[proxy.name]
@@ -411,6 +462,9 @@ def main(blocks: int, turns: int, runs: int) -> dict:
         "benchmark": "server_efficiency", "blocks": blocks, "turns_at_c16": turns,
         "uvloop": _has("uvloop"), "httptools": _has("httptools"),
         "mol": mol, "floor": floor,
+        "bare_litellm_cpu_ms_per_turn": round(statistics.median(bare), 3),
+        "cpu_over_bare_litellm_ratio": round(mol["cpu_ms_per_turn"] / statistics.median(bare),
+                                             2),
         "cpu_per_turn_ratio": round(mol["cpu_ms_per_turn"] / floor["cpu_ms_per_turn"], 2),
         "c1_latency_ratio": round(mol["c1_latency_ms"] / floor["c1_latency_ms"], 2),
         "stream_tail_ratio": round(mol["stream_tail_ms"] / floor["stream_tail_ms"], 2),
@@ -440,6 +494,9 @@ def _report(f: dict) -> None:
         print(f"{label:36} {mol[key]:10.2f} {floor[key]:10.2f} {f[ratio]:7.2f}")
     print(f"{'refused at c=64 (of ' + str(mol['c64_turns']) + ')':36} "
           f"{mol['c64_refused']:10.0f} {floor['c64_refused']:10.0f}")
+    print(f"{'bare litellm, the same 3 calls (ms)':36} "
+          f"{f['bare_litellm_cpu_ms_per_turn']:10.2f}  (mol/litellm "
+          f"{f['cpu_over_bare_litellm_ratio']:.2f})")
     run = f["mol_run"]
     print(f"mol run to its answer {run['mol_run_answer_s']:.3f} s, bare import litellm "
           f"{run['import_litellm_s']:.3f} s (+{run['over_import_s']:.3f} s, target +0.5 s)")
@@ -451,12 +508,15 @@ if __name__ == "__main__":
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--turns", type=int, default=400, help="turns at concurrency 16")
     parser.add_argument("--runs", type=int, default=5, help="mol run / import litellm runs")
-    parser.add_argument("--role", choices=["main", "engine", "floor"], default="main")
+    parser.add_argument("--role", choices=["main", "engine", "floor", "litellm"],
+                        default="main")
     parser.add_argument("--port", type=int)
     parser.add_argument("--engine-url")
     args = parser.parse_args()
     if args.role == "main":
         _report(main(args.blocks, args.turns, args.runs))
+    elif args.role == "litellm":
+        asyncio.run(_litellm_turns(args.engine_url, args.turns))
     else:
         _uvloop()
         asyncio.run(_engine(args.port) if args.role == "engine"
