@@ -68,13 +68,12 @@ class ChatReply(Reply):
         self.sent: list[str] = []
         self.streamed_calls: set[int] = set()
 
-    async def finish(self, message: dict[str, Any], later: bool = False) -> None:
-        """Name the point this reply ends at by the transcript the client now holds
-        (``later``: at the turn's end, for a stream, whose end does not wait for it)."""
+    async def finish(self, message: dict[str, Any]) -> None:
+        """Name the point this reply ends at by the transcript the client now holds."""
         transcript = [*self.messages, {k: v for k, v in message.items() if v is not None}]
         if transcript[-1].get("content") is None:
             transcript[-1]["content"] = ""
-        await self.runner.name(self.job, fingerprint(transcript), later=later)
+        await self.runner.name(self.job, fingerprint(transcript))
 
     def _usage(self) -> dict[str, Any]:
         return {**self.usage, "total_tokens": sum(self.usage.values()),
@@ -155,13 +154,13 @@ class ChatReply(Reply):
                 pieces.append(self._chunk({"tool_calls": calls}, usage_too=usage_too))
             finish = "tool_calls"
             await self.finish({"role": "assistant", "content": content,
-                               "tool_calls": outcome.calls}, later=True)
+                               "tool_calls": outcome.calls})
         else:
             if not self.sent and outcome.text:  # e.g. a stopped turn's notice: nothing streamed
                 pieces.append(self._chunk({"content": outcome.text}, usage_too=usage_too))
                 content = outcome.text
             finish = _finish_reason(outcome.stopped)
-            await self.finish({"role": "assistant", "content": content}, later=True)
+            await self.finish({"role": "assistant", "content": content})
         pieces.append(self._chunk({}, finish, usage_too=usage_too))
         if usage_too:
             pieces.append(sse({"id": self.id, "object": "chat.completion.chunk",

@@ -5,8 +5,7 @@ from its ``Job``. The turn runs in the runner's task group, not the request's
 task, so a streamed reply can end as soon as the answer is known while the
 summary hop and the last checkpoint finish behind it (the conversation stays
 locked until then, so a quick follow-up request waits for it instead of
-missing it: its mark is written as soon as the answer is known, or, for a stream, at the
-turn's end, known in memory until then). Excess turns are refused at once (429 with ``Retry-After``).
+missing it: its mark is written as soon as the answer is known). Excess turns are refused at once (429 with ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -78,8 +77,6 @@ class Job:
     session_id: str = ""
     conversation: Conversation | None = None
     mark: dict[str, Any] | None = None
-    deferred: list[tuple[str, Any]] = field(default_factory=list)
-    """Keys named ``later`` (a streamed reply's), with their response: written at turn end."""
 
     async def outcomes(self) -> AsyncIterator[JobItem]:
         """The turn's ``Event``s as they happen, then its ``TurnResult`` or an ``ApiError``."""
@@ -107,8 +104,6 @@ class Runner:
         self._resources: OrderedDict[str, Resources] = OrderedDict()
         self._in_use: dict[str, int] = {}
         """Turns running per conversation: their resources are never closed."""
-        self._pending: dict[str, str] = {}
-        """Keys named ``later`` and not written yet -> their session (its lock is held)."""
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
@@ -143,20 +138,13 @@ class Runner:
         self._group.start_soon(self._run, job)
         return job
 
-    async def name(self, job: Job, key: str, response: Any = None, *,
-                   later: bool = False) -> None:
+    async def name(self, job: Job, key: str, response: Any = None) -> None:
         """Name the point where ``job`` ends by ``key`` (with ``response``: the Responses API
         object ``(previous id, body)`` stored under it, in the same transaction). Named
         before the turn finished (a reply ends before the summary hop), the mark is written
         at once and rewritten when the turn ends; a request continuing from it meanwhile
-        waits for the conversation's lock, then reads the final mark. ``later``: nothing is
-        written now (a stream's end need not wait for the store); the turn's end writes
-        it durably, and a request naming it meanwhile waits for the lock too."""
+        waits for the conversation's lock, then reads the final mark."""
         if not job.request.persist:
-            return
-        if later and job.mark is None:
-            job.deferred.append((key, response))
-            self._pending[key] = job.session_id
             return
         if job.mark is not None:
             await self.store.put_mark(key, job.session_id, job.mark, response)
@@ -197,27 +185,12 @@ class Runner:
             log.exception("turn failed")
             _send(job, ApiError(500, f"internal error: {type(exc).__name__}"))
         finally:
-            with anyio.CancelScope(shield=True):  # also when the turn failed after its reply
-                await self._write_deferred(job)
             for session_id in held:
                 self._release(session_id)
             job.send.close()
             self.active -= 1
             if self.active == 0:
                 self._idle.set()
-
-    async def _write_deferred(self, job: Job) -> None:
-        """Write the keys named ``later`` (before the conversation's lock is released)."""
-        try:
-            for key, response in job.deferred:
-                assert job.conversation is not None
-                await self.store.put_mark(key, job.session_id,
-                                          job.mark or mark_of(job.conversation), response)
-        except MolError as exc:
-            log.warning("a streamed reply's mark was not stored: %s", exc)
-        finally:
-            for key, _ in job.deferred:
-                self._pending.pop(key, None)
 
     async def _turn(self, conversation: Conversation, request: TurnRequest,
                     job: Job) -> TurnResult:
@@ -264,9 +237,8 @@ class Runner:
         """The conversation a request continues (in place or forked), or a new one."""
         if request.key is not None:
             found = await self.store.get_mark(request.key)
-            session_id = found[0] if found is not None else self._pending.get(request.key)
-            if session_id is not None:
-                await self._acquire(session_id, held)
+            if found is not None:
+                await self._acquire(found[0], held)
                 found = await self.store.get_mark(request.key)  # final once the lock is ours
             if found is not None:
                 return await self._continue(found[0], found[1], request, held)

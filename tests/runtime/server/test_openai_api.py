@@ -364,30 +364,6 @@ async def test_a_follow_up_waits_for_the_summary_of_the_turn_before(served):
         "slow summary then first", "the second quick turn"]
 
 
-@pytest.mark.anyio
-async def test_a_follow_up_to_a_stream_continues_it_though_its_mark_is_written_later(served):
-    # A stream ends before the slow summary and before its mark is stored; the follow-up,
-    # sent at once, waits for the turn and continues the same stored conversation.
-    messages = [{"role": "user", "content": "slow summary then a stream"}]
-    with anyio.fail_after(20):
-        async with served.async_client() as client:
-            started = time.monotonic()
-            stream = await client.chat.completions.create(model="mol", messages=messages,
-                                                          stream=True)
-            text = "".join([c.choices[0].delta.content or "" async for c in stream
-                            if c.choices])
-            assert time.monotonic() - started < 1.4  # the summary takes 1.5 s
-            messages += [{"role": "assistant", "content": text},
-                         {"role": "user", "content": "the second turn after a stream"}]
-            await client.chat.completions.create(model="mol", messages=messages)
-    with contextlib.closing(sqlite3.connect(served.store)) as db:
-        rows = db.execute("SELECT session_id, idx, status FROM turns WHERE user_text IN "
-                          "('slow summary then a stream', 'the second turn after a stream') "
-                          "ORDER BY idx").fetchall()
-    assert len(rows) == 2 and rows[0][0] == rows[1][0], rows  # one session, not rebuilt
-    assert [r[1] for r in rows] == [0, 1] and rows[0][2] == "complete"
-
-
 def test_a_client_that_hangs_up_does_not_stop_the_turn(served):
     body = {"model": "mol", "stream": True,
             "messages": [{"role": "user", "content": "be patient with me"}]}
