@@ -13,7 +13,10 @@ turns/s at concurrency 16, refusals (HTTP 429) at concurrency 64 with default se
 peak RSS. Then ``mol run`` (one turn against the same engine) against a bare
 ``python -c "import litellm"``, both as whole processes. Phases alternate between the two
 proxies (``--blocks`` times) and medians are taken, so load that comes and goes hits both.
-Ends with one JSON line.
+Each block also runs the same three calls per turn through bare ``litellm.acompletion`` (no
+server, no mol): the CPU floor that reaching the engine through litellm sets, so
+``cpu_over_bare_litellm_ratio`` is what mol adds over litellm itself. Ends with one JSON
+line.
 
 Targets (issue 22): CPU per turn at most 7x the floor's, c=1 latency at most 2.5x the
 floor's, no refusals at concurrency 64, ``mol run`` at most ``import litellm`` + 0.5 s.
