@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -99,6 +100,51 @@ def _import_litellm() -> Any:
     return litellm
 
 
+_ZERO = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0,
+         "cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0,
+         "mode": "chat"}
+
+
+def _register_unpriced(litellm: Any, model_ids: list[str]) -> None:
+    """Price the adapters at zero where litellm's cost map does not know them. litellm
+    computes a cost after every call; for a model it cannot find, that is a failing
+    model-info lookup each time (about 2 ms of CPU per call, a fifth of a turn's work).
+    It looks both the prefixed id and the bare name up, so both are registered."""
+    rows = {}
+    for model_id in model_ids:
+        provider, _, bare = model_id.rpartition("/")
+        for key in (model_id, bare):
+            if key not in litellm.model_cost:
+                rows[key] = {**_ZERO, "litellm_provider": provider or "openai"}
+    if rows:
+        # Not added to litellm's provider model sets: that rebuilds them (a tenth of a
+        # second) and only serves provider inference, which the prefix already settles.
+        litellm.register_model(rows, add_to_provider_model_sets=False)
+
+
+_importing: list[Any] = []
+
+
+def start_import() -> None:
+    """Start importing litellm in a background thread, at once and once: a command does
+    the rest of its start-up (artifact, plugins, MCP servers, sandbox) meanwhile, and its
+    first engine call waits only for what is left (Python's import lock makes it wait)."""
+    import threading
+
+    if _importing or "litellm" in sys.modules:
+        return
+
+    def work() -> None:
+        try:
+            _import_litellm()
+        except BaseException:  # the first engine call imports it again and reports why
+            pass
+
+    thread = threading.Thread(target=work, name="mol-import-litellm", daemon=True)
+    _importing.append(thread)
+    thread.start()
+
+
 async def preload() -> None:
     """Import litellm in a worker thread (seconds of work). A server does this at startup:
     imported by the first turn, on the event loop, it would stall every connection."""
@@ -142,6 +188,8 @@ class LiteLLMEngine:
         self.max_retries = max_retries
         self.backoff = backoff
         self._litellm: Any = None
+        self._priced: set[str] = set()
+        """Model ids registered with litellm (at zero price when it has none)."""
 
     @classmethod
     def from_artifact(cls, artifact: Any, engine_url: str | None = None) -> LiteLLMEngine:
@@ -164,6 +212,11 @@ class LiteLLMEngine:
         so callers with an event loop run it in a worker thread."""
         if self._litellm is None:
             self._litellm = _import_litellm()
+            self._price([self.model_id(adapter) for adapter in self.names])
+
+    def _price(self, model_ids: list[str]) -> None:
+        _register_unpriced(self._litellm, [m for m in model_ids if m not in self._priced])
+        self._priced.update(model_ids)
 
     def model_id(self, adapter: str) -> str:
         """litellm model id of an adapter: the prefix and the engine's name of its LoRA."""
@@ -197,8 +250,11 @@ class LiteLLMEngine:
         extra: dict[str, Any] | None = None,
     ) -> Completion:
         """Ask ``adapter`` for a reply, retrying transient failures with backoff."""
-        self.load()
+        if self._litellm is None:  # seconds of import (or of waiting for start_import's)
+            await anyio.to_thread.run_sync(self.load)
         kwargs = self._request(adapter, messages, tools, params, choices, extra)
+        if kwargs["model"] not in self._priced:  # an adapter not named at construction
+            self._price([kwargs["model"]])
         attempt = 0
         while True:
             try:

@@ -35,7 +35,9 @@ from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_cal
 
 log = logging.getLogger("mol.harness")
 
-Checkpoint = Callable[[Conversation, TurnRecord], Awaitable[None]]
+Checkpoint = Callable[..., Awaitable[None]]
+"""``checkpoint(conversation, record, durable=True)``: persist one consistent point;
+``durable=False`` for a point nothing was told about yet (``SessionStore.save``)."""
 ToolWrapper = Callable[[str, dict[str, Tool]], dict[str, Tool]]
 """``wrap(adapter, tools) -> tools``: replaces the tools an adapter gets before policy (recording
 an episode wraps each tool's ``call``; replaying one serves recorded results)."""
@@ -221,7 +223,8 @@ class Harness:
         """Answer a new turn on the decided adapter (its opening messages, then ``_run``)."""
         adapter = record.adapter = result.adapter = decision.adapter
         result.route = decision.how
-        await self._checkpoint(record)
+        # Nothing was answered yet: a machine that dies now loses only a turn just begun.
+        await self._checkpoint(record, durable=False)
         started = await lifecycle.subagent_start(self.hook_sets, self.conversation.id, adapter,
                                                  record.index, emit)
         env = await self._env(adapter, client_tools, emit, stream, record, opens=True,
@@ -361,9 +364,9 @@ class Harness:
 
         return emit
 
-    async def _checkpoint(self, record: TurnRecord) -> None:
+    async def _checkpoint(self, record: TurnRecord, durable: bool = True) -> None:
         if self.checkpoint is not None:
-            await self.checkpoint(self.conversation, record)
+            await self.checkpoint(self.conversation, record, durable=durable)
 
 
 def _review(adapter: str, config: Any, emit: Callable[[ev.Event], Awaitable[None]]) -> Any:

@@ -19,8 +19,12 @@ class Recorder:
     harness fills in at the very checkpoint that commits it).
     """
 
-    def __init__(self, store: SessionStore, hcp_digest: str, parent: str | None = None) -> None:
+    def __init__(self, store: SessionStore, hcp_digest: str, parent: str | None = None, *,
+                 flush: bool = True) -> None:
         self.store = store
+        self.flush = flush
+        """False when the caller's own durable commits flush the checkpoints (the server's
+        marks, before its reply and after the turn): they then need no flush of their own."""
         self.hcp_digest = hcp_digest
         self.parent = parent
         self.events: list[dict[str, Any]] = []
@@ -41,8 +45,10 @@ class Recorder:
 
         return callback
 
-    async def checkpoint(self, conversation: Conversation, record: TurnRecord) -> None:
+    async def checkpoint(self, conversation: Conversation, record: TurnRecord,
+                         durable: bool = True) -> None:
         """The harness's ``checkpoint``: one transaction with the state and this turn."""
+        durable = durable and self.flush
         if self._turn != record.index:
             if self._turn is not None:
                 # Events after the earlier turn's last checkpoint (this turn's route) stay.
@@ -51,7 +57,7 @@ class Recorder:
             self._turn = record.index
         self._saved = len(self.events)
         log = TurnLog(self.hcp_digest, dict(self.usage), list(self.events))
-        await self.store.save(conversation, record, log, parent=self.parent)
+        await self.store.save(conversation, record, log, parent=self.parent, durable=durable)
         self.parent = None  # recorded with the first save
 
 

@@ -85,6 +85,9 @@ def _json_printer(raw: bool) -> Any:
 
 async def run(args: argparse.Namespace) -> int:
     """One turn: print only the answer (or, with --json, the events)."""
+    from mol.runtime.engine import start_import
+
+    start_import()  # the longest part of start-up, overlapped with the rest
     from mol.runtime.app import open_runtime
     from mol.runtime.commands.common import ended_by_signals, stored_session
 
@@ -106,6 +109,9 @@ async def run(args: argparse.Namespace) -> int:
 
 async def chat(args: argparse.Namespace) -> int:
     """A conversation: interactive at a terminal, one turn per line when piped."""
+    from mol.runtime.engine import start_import
+
+    start_import()
     from mol.runtime.app import open_runtime
     from mol.runtime.commands.common import blocking_call, ended_by_signals, stored_session
 

@@ -40,13 +40,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=serve)
 
 
-async def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace) -> int:
+    """Run ``serve_async`` on uvloop when it is installed (the ``fast`` extra), else on
+    asyncio's own loop. uvloop only ever runs here, in the process's main thread."""
+    import threading
+
+    import anyio
+
+    from mol.runtime.server.transport import installed
+
+    fast = installed("uvloop") and threading.current_thread() is threading.main_thread()
+    return anyio.run(serve_async, args, backend="asyncio",
+                     backend_options={"use_uvloop": fast})
+
+
+async def serve_async(args: argparse.Namespace) -> int:
     """Load the artifact, check the key and bind address, and serve until SIGTERM."""
+    import asyncio
+
     from mol.runtime.commands.common import load_artifact
     from mol.runtime.errors import UsageError
     from mol.runtime.server import ServerConfig
     from mol.runtime.server import serve as run_server
     from mol.runtime.server.auth import check_bind, load_key
+    from mol.runtime.server.transport import guarded_protocol
     from mol.runtime.sessions import store_path, store_url_for
     from mol.runtime.sessions.postgres import redacted
 
@@ -73,8 +90,10 @@ async def serve(args: argparse.Namespace) -> int:
     logger = logging.getLogger("mol")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    http = guarded_protocol().__name__.removeprefix("Guarded").removesuffix("Protocol").lower()
     print(f"mol serve: {artifact.name} ({artifact.digest[:19]}), sessions in {redacted(path)}, "
-          f"{'API key required' if key else 'NO API KEY (loopback only)'}",
+          f"{'API key required' if key else 'NO API KEY (loopback only)'}, {loop} + {http}",
           file=sys.stderr, flush=True)
     config = ServerConfig(artifact=artifact, store_path=path, api_key=key,
                           engine_url=args.engine_url, max_body=args.max_body,

@@ -238,7 +238,9 @@ class Runner:
     async def _turn_using(self, conversation: Conversation, request: TurnRequest, job: Job,
                           resources: Resources) -> TurnResult:
         base = self.base
-        recorder = Recorder(self.store, base.artifact.digest)
+        # The marks, written durably before the reply (``name``) and after the turn
+        # (``_run``), flush the checkpoints before them: one flush to disk before a reply.
+        recorder = Recorder(self.store, base.artifact.digest, flush=False)
         harness = Harness(
             base.artifact, engine=base.engine, plugins=base.plugins, toolsets=base.toolsets,
             conversation=conversation, approve=None,

@@ -10,13 +10,18 @@ before any authentication.
 - a request's body must arrive within ``body_timeout`` seconds (``read_body`` in
   ``mol.runtime.server.http``: ``408``).
 
-The guards are a subclass of uvicorn's h11 protocol (``uvicorn.Config(http=...)``), the
-only place that sees a connection before a request exists.
+The guards are a mixin over uvicorn's HTTP protocol (``uvicorn.Config(http=...)``), the
+only place that sees a connection before a request exists. The protocol is httptools (a C
+parser, the ``fast`` extra) when it is installed, else h11 (pure Python); the guards behave
+the same on both. The event loop is not chosen here: whoever runs the server does
+(``mol serve`` runs uvloop when installed, in its main thread only), so ``loop`` defaults to
+``"asyncio"`` for a server run in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -33,8 +38,14 @@ REFUSED = _plain("503 Service Unavailable", "too many connections", "retry-after
 TIMED_OUT = _plain("408 Request Timeout", "the request head was too slow")
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a connection limit and a deadline for request heads."""
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    return importlib.util.find_spec(module) is not None
+
+
+class Guards:
+    """A connection limit and a deadline for request heads, over a uvicorn HTTP protocol
+    (its ``connections``, ``cycle``, ``loop`` and ``transport``)."""
 
     max_connections = 512
     header_timeout = 10.0
@@ -83,12 +94,36 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def uvicorn_config(app: Any, config: Any, host: str, port: int, **options: Any) -> Any:
-    """The ``uvicorn.Config`` serving ``app`` with ``config``'s (a ``ServerConfig``) limits."""
+class GuardedH11Protocol(Guards, H11Protocol):
+    """uvicorn's h11 protocol with the guards."""
+
+
+def guarded_protocol(http: str | None = None) -> type:
+    """The guarded protocol class for ``http`` ("h11", "httptools"; None: httptools when
+    installed)."""
+    if http is None:
+        http = "httptools" if installed("httptools") else "h11"
+    if http == "h11":
+        return GuardedH11Protocol
+    if http != "httptools":
+        raise ValueError(f"unknown HTTP protocol {http!r}; use h11 or httptools")
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    return type("GuardedHttpToolsProtocol", (Guards, HttpToolsProtocol), {
+        "__doc__": "uvicorn's httptools protocol with the guards."})
+
+
+def uvicorn_config(app: Any, config: Any, host: str, port: int, *, http: str | None = None,
+                   **options: Any) -> Any:
+    """The ``uvicorn.Config`` serving ``app`` with ``config``'s (a ``ServerConfig``) limits,
+    on ``http`` (``guarded_protocol``)."""
     import uvicorn
 
-    protocol = type("GuardedH11Protocol", (GuardedH11Protocol,), {
+    base = guarded_protocol(http)
+    protocol = type(base.__name__, (base,), {
         "max_connections": config.max_connections, "header_timeout": config.header_timeout})
     options.setdefault("timeout_graceful_shutdown", config.drain)
+    # uvicorn's "auto" would pick uvloop, which must not run outside the main thread.
+    options.setdefault("loop", "asyncio")
     return uvicorn.Config(app, host=host, port=port, http=protocol, lifespan="on",
                           server_header=False, **options)

@@ -84,8 +84,10 @@ class PostgresSessionStore(SQLStore):
         self._pool.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[_Db]:
+    def _transaction(self, durable: bool = True) -> Iterator[_Db]:
         with self._pool.connection() as connection:  # commits on success, else rolls back
+            if not durable:  # the commit does not wait for the WAL flush (PostgreSQL docs)
+                connection.execute("SET LOCAL synchronous_commit = off")
             yield _Db(connection)
 
     def _schema_version(self, db: Any) -> int:

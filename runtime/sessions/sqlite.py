@@ -1,5 +1,9 @@
 """The embedded default store: one SQLite file, WAL, full synchronous commits.
 
+A commit that need not outlive the machine (``save(durable=False)``) runs with
+``synchronous=NORMAL``: in WAL mode it is written to the WAL but not flushed, so it
+survives the process being killed; the next FULL commit flushes it with its own.
+
 Every state change is ONE transaction (``BEGIN IMMEDIATE`` .. ``COMMIT``), so a
 process killed at any instant leaves the last committed checkpoint whole. One
 connection, used by one worker thread at a time (SQLite has one writer anyway).
@@ -62,15 +66,21 @@ class SQLiteSessionStore(SQLStore):
             self._db.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if not durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            finally:
+                if not durable:
+                    self._db.execute("PRAGMA synchronous=FULL")
 
     def _schema_version(self, db: Any) -> int:
         return db.execute("PRAGMA user_version").fetchone()[0]

@@ -63,7 +63,7 @@ class SQLStore:
 
     # -- what a backend supplies ------------------------------------------------------------
 
-    def _transaction(self) -> AbstractContextManager[Any]:
+    def _transaction(self, durable: bool = True) -> AbstractContextManager[Any]:
         raise NotImplementedError
 
     def _schema_version(self, db: Any) -> int:
@@ -84,6 +84,11 @@ class SQLStore:
 
     def _tx(self, fn: Callable[..., T], *args: Any) -> T:
         with self._transaction() as db:
+            return fn(db, *args)
+
+    def _lazy_tx(self, fn: Callable[..., T], *args: Any) -> T:
+        """``_tx`` without the flush to disk (``save(durable=False)``)."""
+        with self._transaction(durable=False) as db:
             return fn(db, *args)
 
     # -- setup ------------------------------------------------------------------------------
@@ -138,13 +143,15 @@ class SQLStore:
         return conversation
 
     async def save(self, conversation: Conversation, record: TurnRecord | None,
-                   log: TurnLog | None = None, parent: str | None = None) -> None:
+                   log: TurnLog | None = None, parent: str | None = None, *,
+                   durable: bool = True) -> None:
         """Persist the conversation and ``record`` in one transaction (compare-and-set on
-        its revision; only the messages not stored yet are written)."""
+        its revision; only the messages not stored yet are written); ``durable`` as in
+        ``SessionStore.save``."""
         # A new session has nothing stored; a known one, what this process wrote or read.
         known = (dict(self._stored.get(conversation.id, {})) if conversation.revision
                  else dict.fromkeys(conversation.views, 0))
-        lengths = await self._call(self._tx, rows.save, conversation, record, log or TurnLog(),
+        lengths = await self._call(self._tx if durable else self._lazy_tx, rows.save, conversation, record, log or TurnLog(),
                                    parent, known)
         self._stored[conversation.id] = lengths
         conversation.revision += 1

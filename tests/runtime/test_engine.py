@@ -109,3 +109,45 @@ async def test_extra_fields_and_reasoning_travel_through_litellm():
             extra={"continue_final_message": True, "add_generation_prompt": False})
     assert (reply.content, reply.reasoning) == ("L1", "thinking it over")
     assert served.requests[0]["prefill"] == "id="
+
+
+async def test_unpriced_adapters_cost_nothing_and_priced_models_keep_their_price():
+    """litellm prices every call; an adapter it cannot price costs a failing lookup per call,
+    so the engine registers the adapters it knows at zero (prefixed and bare names)."""
+    async with ScriptedEngine.serve(REPLY) as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=0,
+                               names={"L2": "coder-lora-7", "L3": "gpt-4o"})
+        engine.load()
+        litellm = engine._litellm
+        assert litellm.completion_cost(model="hosted_vllm/coder-lora-7", prompt="a b c",
+                                       completion="d e") == 0
+        assert litellm.model_cost["coder-lora-7"]["output_cost_per_token"] == 0
+        assert litellm.model_cost["gpt-4o"]["input_cost_per_token"] > 0  # not overwritten
+        # An adapter named only at the call is priced at its first call.
+        unnamed = LiteLLMEngine(served.base_url, max_retries=0, model_prefix="hosted_vllm/")
+        with pytest.raises(EngineAdapterUnavailable):
+            await unnamed.complete("L9-never-seen", [{"role": "user", "content": "hi"}])
+        assert litellm.completion_cost(model="hosted_vllm/L9-never-seen", prompt="a",
+                                       completion="b") == 0
+
+
+def test_start_import_imports_litellm_once_in_the_background():
+    import subprocess
+    import sys
+
+    code = """
+import sys, threading
+from mol.runtime.engine import start_import
+start_import()
+start_import()  # once
+threads = [t for t in threading.enumerate() if t.name == "mol-import-litellm"]
+assert len(threads) == 1 and threads[0].daemon, threads
+threads[0].join(300)
+assert "litellm" in sys.modules
+import litellm
+assert litellm.telemetry is False  # imported the way the engine imports it
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -331,3 +331,39 @@ async def test_a_new_store_and_its_folders_are_private_to_the_user(tmp_path):
     assert files == {"sessions.db": 0o600, "sessions.db-wal": 0o600, "sessions.db-shm": 0o600}
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+
+
+LAZY_THEN_KILLED = """
+import asyncio, os, signal, sys
+from mol.runtime.sessions import TurnLog, open_store
+from mol.runtime.views import Conversation, TurnRecord
+
+async def main():
+    store = open_store(sys.argv[1])
+    conv = Conversation(id="conv_lazy")
+    conv.turns.append(TurnRecord(index=0, adapter="L2", user="u0", status="running"))
+    conv.view("L2").append({"role": "user", "content": "u0"})
+    await store.save(conv, conv.turns[0], TurnLog("sha256:lazy"), durable=False)
+    os.kill(os.getpid(), signal.SIGKILL)  # no close, no flush: the process just dies
+
+asyncio.run(main())
+"""
+
+
+async def test_a_commit_not_flushed_survives_the_process_being_killed(store_url, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "lazy.py"
+    script.write_text(LAZY_THEN_KILLED)
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, str(script), store_url], capture_output=True, timeout=120))
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    async with open_store(store_url) as store:
+        loaded = await store.load("conv_lazy")
+        # The dead process's running turn is recovered as interrupted, its view intact.
+        assert [t.status for t in loaded.turns] == ["interrupted"]
+        assert loaded.view("L2") == [{"role": "user", "content": "u0"}]
+        if store.backend == "sqlite":  # the lazy transaction left the connection at FULL
+            await store.save(loaded, None, durable=False)
+            assert store._db.execute("PRAGMA synchronous").fetchone() == (2,)
