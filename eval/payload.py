@@ -83,14 +83,13 @@ def materialize(kind: str, digest: str, files: list[Entry],
     target = root / digest.removeprefix("sha256:")[:40]
     if target.is_dir():
         return target
+    for relative in [name for name, _, _ in files] + [name for name, _ in links or []]:
+        _check_relative(relative)
     root.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
     try:
-        for relative, _, _ in files:
-            _check_relative(relative)
         write_entries(files, partial)
         for relative, destination in links or []:
-            _check_relative(relative)
             (partial / relative).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(destination, partial / relative)
         os.rename(partial, target)

@@ -45,7 +45,26 @@ def _ray() -> Any:
         import ray
     except ImportError as exc:
         raise ClusterError(f"--ray needs Ray, which is not installed: {EXTRA}") from exc
+    _errors_to_stderr()
     return ray
+
+
+def _errors_to_stderr() -> None:
+    """Ray's driver prints the cluster's error messages (a node that died, with the tail of
+    its log) to stdout, whatever ``log_to_driver`` says: that would break ``--json`` and
+    the summary. Send them to stderr, beside the progress lines (Ray 2.60's module-level
+    printer, which its listener thread looks up on each message)."""
+    from ray._private import worker
+
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "mol_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.mol_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 @contextmanager
