@@ -50,8 +50,9 @@ def start_argv(options: WorkerOptions) -> list[str]:
             f"--resources={json.dumps({SLOT: options.slots})}"]
     if options.head:
         argv += ["--head", f"--port={options.port}", "--include-dashboard=false"]
-    elif options.address:
-        argv.append(f"--address={options.address}")
+    elif options.address or os.environ.get("RAY_ADDRESS"):
+        # ray start itself insists on --address: RAY_ADDRESS is only read by drivers.
+        argv.append(f"--address={options.address or os.environ['RAY_ADDRESS']}")
     if options.node_ip:
         argv.append(f"--node-ip-address={options.node_ip}")
     if options.temp_dir:

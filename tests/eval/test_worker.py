@@ -23,6 +23,12 @@ def test_a_worker_joins_the_head_with_its_sandbox_slots() -> None:
     assert not any(arg.startswith("--head") for arg in argv)
 
 
+def test_a_worker_joins_the_head_ray_address_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert "--address=10.0.0.5:6379" in start_argv(WorkerOptions(1))
+    assert "--address=10.0.0.6:6379" in start_argv(WorkerOptions(1, address="10.0.0.6:6379"))
+
+
 def test_a_head_node_gets_its_port_and_no_dashboard() -> None:
     argv = start_argv(WorkerOptions(2, head=True, port=7000))
     assert {"--head", "--port=7000", "--include-dashboard=false"} <= set(argv)
