@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -100,9 +101,11 @@ def in_namespace(rounds: int) -> dict:
     from ray.cluster_utils import Cluster
 
     # Ray's session files and its address file, and the node's cache of what the driver
-    # sends, all in a folder of the benchmark's own (never /tmp/ray, never ~/.cache).
+    # sends, all in a folder of the benchmark's own (never /tmp/ray, never ~/.cache), and a
+    # token of its own for Ray's token authentication (never ~/.ray/auth_token).
     folder = tempfile.mkdtemp(prefix="mol-ray-bench-")
-    os.environ.update(RAY_TMPDIR=folder, XDG_CACHE_HOME=os.path.join(folder, "cache"))
+    os.environ.update(RAY_TMPDIR=folder, XDG_CACHE_HOME=os.path.join(folder, "cache"),
+                      RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     os.makedirs(os.path.join(folder, "ray"))
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False,

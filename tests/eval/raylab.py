@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +32,12 @@ HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4,
 
 
 def lab_env(folder: Path) -> dict[str, str]:
-    """The environment of everything in the lab: Ray's temp dir and the nodes' cache."""
+    """The environment of everything in the lab: Ray's temp dir, the nodes' cache, and a
+    token of the lab's own for Ray's token authentication (else Ray keeps one in
+    ``~/.ray/auth_token``, making one when there is none)."""
     return {**os.environ, "RAY_TMPDIR": str(folder), "XDG_CACHE_HOME": str(folder / "cache"),
-            "RAY_USAGE_STATS_ENABLED": "0", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+            "RAY_USAGE_STATS_ENABLED": "0", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 class RayLab:

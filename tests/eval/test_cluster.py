@@ -13,7 +13,9 @@ Every run here drives real sandboxes (Docker) and starts Ray processes: ``slow``
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,3 +204,35 @@ def test_a_driver_killed_mid_run_and_started_again_runs_only_the_missing_episode
     assert {t: e.outcome for (t, _), e in after.items()} == SCRIPTED_OUTCOMES
     assert {k: e.started for k, e in after.items() if k in before} == \
         {k: e.started for k, e in before.items()}
+
+
+def test_mol_eval_worker_makes_a_node_that_runs_episodes(namespace: RayLab,
+                                                         tmp_path: Path) -> None:
+    port = "6391"  # the namespace has its own ports: nothing else binds here
+    log = tmp_path / "worker.log"
+    # Ray's socket paths must fit in 107 bytes: a short folder of its own, not tmp_path.
+    folder = tempfile.mkdtemp(prefix="mol-w-")
+    with log.open("w") as sink:
+        head = subprocess.Popen(namespace.mol("eval", "worker", "--head", "--slots", "2",
+                                              "--port", port, "--node-ip-address",
+                                              "127.0.0.1", "--temp-dir", folder),
+                                env=namespace.env, stdout=sink, stderr=sink)
+    try:
+        deadline = time.monotonic() + 120  # a loaded machine takes its time
+        while "Ray runtime started" not in log.read_text():
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        said = log.read_text()
+        assert "[eval] 2 sandbox slots; running: ray start --block" in said
+        assert '--resources={"mol_sandbox_slot": 2}' in said and "--head" in said
+        out = tmp_path / "run"
+        _, err = run(namespace, out, "http://127.0.0.1:9/v1", "--agent", "oracle", "--tasks",
+                     "find-todo", "--ray", f"127.0.0.1:{port}")
+        assert "1 node, 2 sandbox slots" in err
+        (episode,) = rows(out).values()
+        assert episode.outcome == "pass" and episode.placement.startswith("ray:")
+    finally:
+        head.terminate()  # ray start --block stops the node's processes on SIGTERM
+        head.wait(timeout=90)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert "received SIGTERM" in log.read_text()
