@@ -98,8 +98,6 @@ async def main(rounds: int, address: str) -> dict:
 def in_namespace(rounds: int) -> dict:
     """Bring loopback up, start the cluster, measure, stop it."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    from ray.cluster_utils import Cluster
-
     # Ray's session files and its address file, and the node's cache of what the driver
     # sends, all in a folder of the benchmark's own (never /tmp/ray, never ~/.cache), and a
     # token of its own for Ray's token authentication (never ~/.ray/auth_token).
@@ -107,6 +105,8 @@ def in_namespace(rounds: int) -> dict:
     os.environ.update(RAY_TMPDIR=folder, XDG_CACHE_HOME=os.path.join(folder, "cache"),
                       RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     os.makedirs(os.path.join(folder, "ray"))
+    from ray.cluster_utils import Cluster  # after the environment: Ray reads it at import
+
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False,
         "resources": {"mol_sandbox_slot": JOBS}, "temp_dir": os.path.join(folder, "ray")})
