@@ -45,15 +45,17 @@ EPOCHS = 2
 """Epochs per run: 16 episodes, so that -j 4 is not measured on one short tail."""
 
 
-async def timed_run(artifact, engine: str, jobs: int, record: bool) -> tuple[float, Path, int]:
-    """Seconds one whole run of the suite took, its folder and its episode count."""
+async def timed_run(artifact, engine: str, jobs: int, record: bool,
+                    ray: str | None = None) -> tuple[float, Path, int]:
+    """Seconds one whole run of the suite took, its folder and its episode count (on the
+    Ray cluster at ``ray``, when given: bench/ray_bench.py)."""
     from mol.eval.progress import Progress
     from mol.eval.runner import RunOptions, run_suite
     from mol.eval.store import Store
 
     out = Path(tempfile.mkdtemp(prefix="mol-eval-bench-")) / "run"
     options = RunOptions(EXAMPLES / "terminal", artifact, out, jobs=jobs, epochs=EPOCHS,
-                         engine_url=engine, record=record)
+                         engine_url=engine, record=record, ray=ray)
     started = time.perf_counter()
     await run_suite(options, progress=Progress(0, quiet=True))
     elapsed = time.perf_counter() - started

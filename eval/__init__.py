@@ -6,5 +6,7 @@ or the task's oracle solution, then its verifier (``verifier``); the run keeps o
 episode in a SQLite store (``store``) and every episode's full record, engine, tool,
 sandbox and MCP I/O included (``recording``, ``trajectory``), which ``replay`` re-drives
 without a model or Docker. ``runner`` runs a suite in parallel with a progress display;
-``stats`` and ``report`` summarize and compare runs. See docs/eval.md.
+``stats`` and ``report`` summarize and compare runs. With ``--ray`` the episodes run as
+Ray tasks on other machines (``cluster``, ``ray_backend``, ``payload``, ``remote``;
+``worker`` sets a node up). See docs/eval.md.
 """

@@ -1,7 +1,8 @@
 """What ``mol eval show`` and ``mol eval compare`` print: tables for people, stable JSON.
 
 ``show_data(run)`` is the ``--json`` object of ``mol eval show``: ``run`` (folder),
-``meta`` (what the run is of), then ``mol.eval.stats.summary``. ``compare_data`` is
+``meta`` (what the run is of), then ``mol.eval.stats.summary`` with each task's
+``placement`` (where its episodes ran: ``local``, or the Ray nodes). ``compare_data`` is
 ``{"a": show_data(A), "b": show_data(B), "compare": stats.compare(A, B)}``.
 """
 
@@ -18,7 +19,13 @@ def show_data(run: Path) -> dict[str, Any]:
     """The figures of one run folder."""
     with Store(run, create=False) as store:
         meta, episodes = store.meta(), store.episodes()
-    return {"run": str(run), "meta": meta, **stats.summary(episodes), "_episodes": episodes}
+    figures = stats.summary(episodes)
+    where: dict[str, set[str]] = {}
+    for episode in episodes:
+        where.setdefault(episode.task, set()).add(episode.placement)
+    for row in figures["tasks"]:
+        row["placement"] = sorted(where.get(row["task"], ()))
+    return {"run": str(run), "meta": meta, **figures, "_episodes": episodes}
 
 
 def public(data: dict[str, Any]) -> dict[str, Any]:
@@ -37,11 +44,12 @@ def show_text(data: dict[str, Any]) -> str:
     lines = [f"run {data['run']}: {meta.get('hcp_name', '?')} {meta.get('hcp_digest', '')[:19]}"
              f", agent {meta.get('agent', '?')}{pin}"]
     width = max([len(row["task"]) for row in data["tasks"]] + [4])
-    lines.append(f"{'task':<{width}}  passed  failed  errors  mean reward")
+    lines.append(f"{'task':<{width}}  passed  failed  errors  mean reward  placement")
     for row in data["tasks"]:
         reward = "-" if row["mean_reward"] is None else f"{row['mean_reward']:.2f}"
         lines.append(f"{row['task']:<{width}}  {row['passed']:>2}/{row['episodes']:<3}  "
-                     f"{row['failed']:>6}  {row['errors']:>6}  {reward:>11}")
+                     f"{row['failed']:>6}  {row['errors']:>6}  {reward:>11}  "
+                     f"{', '.join(row.get('placement', []))}")
     low, high = data["ci95"]
     lines.append(f"pass rate {_percent(data['pass_rate'])} ({data['passed']}/{data['episodes']}"
                  f"), 95% CI [{_percent(low)}, {_percent(high)}]; {data['errors']} errors")

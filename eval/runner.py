@@ -6,14 +6,19 @@ only the errors, and an episode whose task folder changed since is rerun). Each 
 result is written the moment it finishes, so a killed run loses only the ones in flight;
 sandboxes a killed run left behind are removed when the next run starts. Task images are
 built (or found) before the first episode starts.
+
+Where episodes run is the backend's business (``_backend``): this process's task group,
+or Ray tasks on a cluster's nodes (``options.ray``, ``mol.eval.cluster``). Either way the
+results come back here and this process alone writes the store.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,9 @@ from mol.eval.store import Episode, Store
 from mol.eval.tasks import Task, load_suite
 from mol.runtime import __version__
 from mol.runtime.errors import MolError, UsageError
+
+RunOne = Callable[[Task, int], Awaitable[Episode]]
+"""A backend's way to run one episode (task, epoch) to its result."""
 
 SNAPSHOT = "hcp"
 """The run folder's copy of the HCP it ran under (``mol.hcp.snapshot``)."""
@@ -51,6 +59,11 @@ class RunOptions:
     record: bool = True
     only: frozenset[str] | None = None
     """Run only these tasks (by name), besides ``tasks``: ``mol evolve``'s slice."""
+    ray: str | None = None
+    """Run the episodes as Ray tasks on this cluster (``local``, ``auto``, an address);
+    ``jobs`` 0 then leaves the bound to the cluster's sandbox slots (``mol.eval.cluster``)."""
+    node_retries: int = 2
+    """With ``ray``: how many more times an episode lost with its node is run elsewhere."""
 
 
 def state_dir() -> Path:
@@ -70,8 +83,10 @@ def check(options: RunOptions, tasks: list[Task]) -> None:
     """Refuse what cannot run, before anything starts."""
     if options.agent not in AGENTS:
         raise UsageError(f"--agent {options.agent!r}: use one of {', '.join(AGENTS)}")
-    if options.jobs < 1 or options.epochs < 1:
+    if options.jobs < (0 if options.ray else 1) or options.epochs < 1:
         raise UsageError("-j and --epochs take a positive number")
+    if options.node_retries < 0:
+        raise UsageError("--node-retries takes a number >= 0")
     if options.adapter is not None:
         try:
             options.artifact.doc.adapter(options.adapter)
@@ -142,6 +157,41 @@ def _count(number: int, word: str) -> str:
 async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
                progress: Progress, on_episode: Callable[[Episode], None] | None,
                model: str = "") -> None:
+    limiter = anyio.CapacityLimiter(options.jobs or math.inf)
+
+    async def one(task: Task, epoch: int) -> None:
+        async with limiter:
+            episode = await run_one(task, epoch)
+            await store.aput(episode)
+        progress.finished(episode)
+        if on_episode is not None:
+            on_episode(episode)
+
+    async with _backend(options, todo, progress, model) as run_one:
+        async with anyio.create_task_group() as group:
+            if progress.live:
+                await group.start(ticking, progress)
+            async with anyio.create_task_group() as episodes:
+                for task, epoch in todo:
+                    episodes.start_soon(one, task, epoch)
+            group.cancel_scope.cancel()
+
+
+def _backend(options: RunOptions, todo: list[tuple[Task, int]], progress: Progress,
+             model: str) -> AbstractAsyncContextManager[RunOne]:
+    """Where episodes run: in this process, or as Ray tasks on a cluster (``--ray``).
+    ``model``: the engine's model fingerprint every result is keyed by."""
+    if options.ray is not None:
+        from mol.eval.cluster import ray_episodes
+
+        return ray_episodes(options, todo, progress, model)
+    return _local(options, todo, progress, model)
+
+
+@asynccontextmanager
+async def _local(options: RunOptions, todo: list[tuple[Task, int]],
+                 progress: Progress, model: str) -> AsyncIterator[RunOne]:
+    """Episodes in this process's task group, sharing one engine and one plugin manager."""
     from mol.sandboxes.owner import gc_orphans
 
     artifact = options.artifact
@@ -150,26 +200,17 @@ async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
         progress.note(f"removed {len(removed)} sandbox(es) left by a run that died")
     images = await _images(sorted({task.name: task for task, _ in todo}.values(),
                                   key=lambda t: t.name), artifact, progress)
-    limiter = anyio.CapacityLimiter(options.jobs)
 
-    async def one(task: Task, epoch: int) -> None:
-        async with limiter:
-            image = images[task.name]
-            if isinstance(image, MolError):
-                episode = Episode(task.name, epoch, task.digest, artifact.digest, options.agent,
-                                  options.adapter or "", reason="build", error=str(image),
-                                  started=time.time(), finished=time.time(),
-                                  mol_version=__version__,
-                                  behaviour_digest=artifact.behaviour_digest, model=model)
-            else:
-                episode = await run_episode(task, artifact, epoch=epoch, agent=options.agent,
-                                            adapter=options.adapter, image=image,
-                                            engine=engine, plugins=plugins,
-                                            record=options.record, model=model)
-            await store.aput(episode)
-        progress.finished(episode)
-        if on_episode is not None:
-            on_episode(episode)
+    async def run(task: Task, epoch: int) -> Episode:
+        image = images[task.name]
+        if isinstance(image, MolError):
+            return Episode(task.name, epoch, task.digest, artifact.digest, options.agent,
+                           options.adapter or "", reason="build", error=str(image),
+                           started=time.time(), finished=time.time(), mol_version=__version__,
+                           behaviour_digest=artifact.behaviour_digest, model=model)
+        return await run_episode(task, artifact, epoch=epoch, agent=options.agent,
+                                 adapter=options.adapter, image=image, engine=engine,
+                                 plugins=plugins, record=options.record, model=model)
 
     async with AsyncExitStack() as stack:
         engine = await _engine(options, stack)
@@ -178,13 +219,7 @@ async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
             from mol.plugins.manager import PluginManager
 
             plugins = PluginManager.for_artifact(artifact)  # one for all: ~0.1 s to load
-        async with anyio.create_task_group() as group:
-            if progress.live:
-                await group.start(ticking, progress)
-            async with anyio.create_task_group() as episodes:
-                for task, epoch in todo:
-                    episodes.start_soon(one, task, epoch)
-            group.cancel_scope.cancel()
+        yield run
 
 
 async def _images(tasks: list[Task], artifact: Any, progress: Progress) -> dict[str, Any]:

@@ -74,7 +74,8 @@ class Episode:
     reward: float | None = None
     reason: str = ""
     """Why it failed or errored, in a word: ``reward``, ``agent_timeout``, ``max_steps``,
-    ``token_budget``, ``verifier``, ``sandbox``, ``engine``, ``build``, ``internal``."""
+    ``token_budget``, ``verifier``, ``sandbox``, ``engine``, ``build``, ``task``,
+    ``node_lost`` (``--ray``), ``internal``."""
     error: str = ""
     """The message, for errors (and what the budget was, for budget fails)."""
     steps: int = 0
@@ -89,6 +90,7 @@ class Episode:
     reads: list[str] = field(default_factory=list)
     """JSON Pointers of the HCP parts the episode read (``mol.eval.reads``)."""
     placement: str = "local"
+    """Where it ran: ``local``, or ``ray:HOST/NODEID8`` (``mol.eval.ray_backend``)."""
     mol_version: str = ""
     behaviour_digest: str = ""
     """The behaviour digest of the HCP it ran under (``Artifact.behaviour_digest``)."""

@@ -41,7 +41,10 @@ keep their cause (``raise ... from exc``)::
     │   └── SessionConflict         the session changed elsewhere since it was loaded
     ├── ServerError               the HTTP server cannot start as configured
     └── EvalError                 an eval run cannot proceed (mol.eval): its results store
-        └── TaskError               a task folder or suite is invalid (exit 2)
+        ├── TaskError               a task folder or suite is invalid (exit 2)
+        └── ClusterError            the Ray cluster cannot be reached or failed
+            │                       (eval/ray_backend.py)
+            └── NodeLost              the node (or worker process) running an episode died
 
 Three kinds of failure are kept apart: a tool failure becomes text the model
 reads (never an exception here); a protocol error passes through unchanged; a
@@ -279,3 +282,12 @@ class TaskError(EvalError):
     """A task folder (``task.toml``, ``instruction.md``, ``tests/``) or a suite is invalid."""
 
     exit_code = 2
+
+
+class ClusterError(EvalError):
+    """The Ray cluster of ``mol eval run --ray`` cannot be reached, has no sandbox slots, or
+    failed an episode's task for a reason of its own."""
+
+
+class NodeLost(ClusterError):
+    """The node (or the worker process) running an episode died before it answered."""

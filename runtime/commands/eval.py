@@ -24,8 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_hcp_argument(p)
     p.add_argument("--out", type=Path, metavar="DIR", help="the run folder (default: under "
                    "~/.local/state/mol/eval, named by suite, agent and HCP digest)")
-    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="episodes run at once (default 1)")
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help="episodes run at once "
+                   "(default 1; with --ray: as many as the cluster has sandbox slots, and "
+                   "the slots of --ray local)")
     p.add_argument("--epochs", type=int, default=1, metavar="K",
                    help="runs of each task (default 1)")
     p.add_argument("--tasks", metavar="GLOB", help="only the tasks whose name matches")
@@ -40,9 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="rerun the episodes that ended in error")
     p.add_argument("--no-record", action="store_true",
                    help="keep no trajectories (nothing to replay; for timing the recording)")
+    _add_ray(p)
     p.add_argument("--json", action="store_true", help="print each episode as a JSON line, "
                    "then the run's summary")
     p.set_defaults(func=run)
+
+    _add_worker(sub)
 
     p = sub.add_parser("replay", help="re-drive recorded episodes without model or Docker",
                        description="Replay every recorded episode of RUN with the recorded "
@@ -80,6 +84,40 @@ def _configure_affected(sub: Any) -> None:
     p.set_defaults(func=affected)
 
 
+def _add_ray(p: argparse.ArgumentParser) -> None:
+    """``mol eval run``'s options for running on a Ray cluster."""
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run each episode as a Ray task on a node advertising "
+                   "mol_sandbox_slot: 'local' (a private Ray here), 'auto' (the default: "
+                   "RAY_ADDRESS or this machine's cluster) or HOST:PORT; needs mol-agent[ray]")
+    p.add_argument("--node-retries", type=int, default=2, metavar="N",
+                   help="with --ray: times an episode lost with its node runs again "
+                   "elsewhere before it is an error (default 2)")
+
+
+def _add_worker(sub: Any) -> None:
+    """``mol eval worker``: this machine as a Ray node that runs episodes."""
+    p = sub.add_parser("worker", help="make this machine a Ray node that runs episodes",
+                       description="Check that Docker answers here (and has the sandbox "
+                       "image), then run Ray's 'ray start' in the foreground with "
+                       "mol_sandbox_slot=N, joining the head node at --address (or "
+                       "starting it, --head). The 'ray start' line is printed first.")
+    p.add_argument("--slots", type=int, required=True, metavar="N",
+                   help="sandboxes this machine's Docker engine holds at once")
+    p.add_argument("--address", metavar="HOST:PORT",
+                   help="the head node to join (default: RAY_ADDRESS)")
+    p.add_argument("--head", action="store_true", help="start the head node here")
+    p.add_argument("--port", type=int, default=6379, help="the head node's port (--head)")
+    p.add_argument("--num-cpus", type=int, default=1, metavar="N",
+                   help="CPUs Ray may schedule here (episodes take none; default 1)")
+    p.add_argument("--node-ip-address", metavar="IP",
+                   help="the address other nodes reach this one at (default: Ray's guess)")
+    p.add_argument("--temp-dir", metavar="DIR", help="Ray's folder for its session files")
+    p.add_argument("--image", default="mol-sandbox:bookworm",
+                   help="the sandbox image to check for (default mol-sandbox:bookworm)")
+    p.set_defaults(func=worker)
+
+
 def _print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, default=str), flush=True)
 
@@ -94,9 +132,11 @@ async def run(args: argparse.Namespace) -> int:
     from mol.eval.report import public, show_data, show_text
     from mol.eval.runner import RunOptions, run_suite
 
-    options = RunOptions(args.suite, load_artifact(args.hcp), args.out, args.jobs,
+    jobs = args.jobs if args.jobs is not None else (0 if args.ray else 1)
+    options = RunOptions(args.suite, load_artifact(args.hcp), args.out, jobs,
                          args.epochs, args.tasks, args.agent, args.adapter, args.engine_url,
-                         args.redo, args.retry_errors, not args.no_record)
+                         args.redo, args.retry_errors, not args.no_record, args.ray,
+                         args.node_retries)
     progress = Progress(0, live=sys.stderr.isatty() and not args.json)
     on_episode = (lambda e: _print_json(_episode_json(e))) if args.json else None
     out = await run_suite(options, progress=progress, on_episode=on_episode)
@@ -105,6 +145,16 @@ async def run(args: argparse.Namespace) -> int:
         _print_json({"type": "summary", **public(data)})
     else:
         print(show_text(data))
+    return 0
+
+
+async def worker(args: argparse.Namespace) -> int:
+    """Check this machine, then run its Ray node until it is stopped."""
+    from mol.eval.worker import WorkerOptions, serve
+
+    await serve(WorkerOptions(args.slots, args.address, args.head, args.port, args.num_cpus,
+                              args.node_ip_address, args.temp_dir, args.image),
+                lambda line: print(f"[eval] {line}", file=sys.stderr, flush=True))
     return 0
 
 

@@ -62,13 +62,7 @@ def check_bind(host: str, key: bytes | None) -> None:
     """Refuse a non-loopback bind address when serving without a key."""
     if key is not None:
         return
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
+    if not loopback_host(host):
         raise ServerError(f"refusing to serve without an API key on {host!r}: "
                           f"{UNAUTHENTICATED_ENV}=1 allows loopback addresses only "
                           "(127.0.0.1, ::1)")
@@ -163,6 +157,11 @@ def _local_authority(authority: str) -> bool:
         host, colon, port = host.partition(":")
         if colon and not port.isdigit():
             return False
+    return loopback_host(host)
+
+
+def loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback address literal (no port, no brackets)."""
     if host == "localhost":
         return True
     try:

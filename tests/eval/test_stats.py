@@ -76,7 +76,7 @@ def test_show_reports_tasks_rate_and_cost(tmp_path: Path, capsys: pytest.Capture
     assert data["meta"]["hcp_digest"] == "sha256:" + "a" * 64
     t4 = next(row for row in data["tasks"] if row["task"] == "t4")
     assert t4 == {"task": "t4", "episodes": 3, "passed": 2, "failed": 1, "errors": 0,
-                  "mean_reward": pytest.approx(2 / 3, abs=1e-6)}
+                  "mean_reward": pytest.approx(2 / 3, abs=1e-6), "placement": ["local"]}
     assert data["cost"]["prompt_tokens"] == 2100 and data["cost"]["per_episode"]["steps"] == 2
     code, out, _ = mol(capsys, "eval", "show", run)
     assert code == 0 and "pass rate 47.6% (10/21), 95% CI [28.3%, 67.6%]; 0 errors" in out
