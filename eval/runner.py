@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ class RunOptions:
     artifact: Any
     out: Path | None = None
     jobs: int = 1
+    _: KW_ONLY  # the rest by name: fields are added over time
     epochs: int = 1
     tasks: str | None = None
     agent: str = "mol"

@@ -162,7 +162,7 @@ async def _run(options: EvaluateOptions, parent: ParentRun, artifact: Any, out: 
         ran[side] += 1
         ran["tokens"] += episode.prompt_tokens + episode.completion_tokens
 
-    run = RunOptions(parent.suite, artifact, out, options.jobs, epochs,
+    run = RunOptions(parent.suite, artifact, out, options.jobs, epochs=epochs,
                      adapter=parent.meta.get("adapter") or None,
                      engine_url=options.engine_url, only=frozenset(tasks))
     progress = options.progress() if options.progress else None

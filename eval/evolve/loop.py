@@ -206,7 +206,7 @@ async def _confirm(options: LoopOptions, winner: Candidate, parent: Any,
         spent.tokens += episode.prompt_tokens + episode.completion_tokens
 
     await run_suite(RunOptions(Path(options.confirm), parent, held_out, options.jobs,
-                               options.epochs or 1, engine_url=options.engine_url),
+                               epochs=options.epochs or 1, engine_url=options.engine_url),
                     progress=options.progress() if options.progress else None,
                     on_episode=counted)
     evaluation = await evaluate(EvaluateOptions(

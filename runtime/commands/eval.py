@@ -134,9 +134,10 @@ async def run(args: argparse.Namespace) -> int:
 
     jobs = args.jobs if args.jobs is not None else (0 if args.ray else 1)
     options = RunOptions(args.suite, load_artifact(args.hcp), args.out, jobs,
-                         args.epochs, args.tasks, args.agent, args.adapter, args.engine_url,
-                         args.redo, args.retry_errors, not args.no_record, args.ray,
-                         args.node_retries)
+                         epochs=args.epochs, tasks=args.tasks, agent=args.agent,
+                         adapter=args.adapter, engine_url=args.engine_url, redo=args.redo,
+                         retry_errors=args.retry_errors, record=not args.no_record,
+                         ray=args.ray, node_retries=args.node_retries)
     progress = Progress(0, live=sys.stderr.isatty() and not args.json)
     on_episode = (lambda e: _print_json(_episode_json(e))) if args.json else None
     out = await run_suite(options, progress=progress, on_episode=on_episode)
