@@ -127,9 +127,16 @@ async def test_a_python_fork_bomb_ends_within_timeout_and_grace_and_its_cpu_use_
         assert elapsed < 5 + MAX_GRACE + 3, (elapsed, result)
         # (The first bomb may burn itself out: each of its processes dies at a failed fork.)
         assert result.timed_out or bomb == "dies", result
-        before = await cpu_seconds(sandbox)
-        await anyio.sleep(2)
-        assert await cpu_seconds(sandbox) - before < 0.3  # nothing of the bomb runs on
+        # Nothing of the bomb runs on: within a few seconds (its sweep may still be ending
+        # on a loaded machine), a two-second window uses almost no CPU.
+        used = []
+        for _ in range(5):
+            before = await cpu_seconds(sandbox)
+            await anyio.sleep(2)
+            used.append(await cpu_seconds(sandbox) - before)
+            if used[-1] < 0.3:
+                break
+        assert used[-1] < 0.3, used
         with anyio.fail_after(30):
             after = await sandbox.run('echo "count=$(ps -e --no-headers | wc -l)"; '
                                       'echo "where=$(pwd)"; echo "survives=$SURVIVES"',
