@@ -65,15 +65,19 @@ GRACE = 3.0
 REPORT = 1.0
 """Seconds the command shell gets to report once the command's shell was killed too."""
 
+SWEEPS = 3
+"""Sweeps at most in a row: each stops what it finds, so what forked during one is found by
+the next (on a busy machine a bomb outruns a single pass)."""
+
 KILL_DEADLINE = 5.0
 """Seconds the Docker engine gets to kill a sandbox that stopped answering."""
 
-MAX_GRACE = 5 * STOP_DEADLINE + GRACE + REPORT + KILL_DEADLINE
-"""The most a command's result may come after its timeout, whatever the command does:
-five answers of the control shell (the sweep, a process count and a bomb sweep, killing
-the command's shell, then the command shell), the grace, the last report and, if the
-sandbox no longer answers, killing its container from outside. Usually it is well under
-a second."""
+MAX_GRACE = (3 * SWEEPS + 3) * STOP_DEADLINE + GRACE + REPORT + KILL_DEADLINE
+"""The most a command's result may come after its timeout, whatever the command does: the
+control shell's answers (sweeps of what the command started, a process count and bomb
+sweeps, killing the command's shell, then the command shell, sweeps of what forked
+meanwhile), the grace, the last report and, if the sandbox no longer answers, killing its
+container from outside. Usually it is well under a second."""
 
 
 @dataclass(frozen=True)
@@ -323,8 +327,18 @@ class Shell:
         if not limit or await self._control.count(deadline) < BOMB_SHARE * limit:
             return 0
         # (The command shell's child is the next command's shell, waiting: it is spared.)
-        return max(1, await self._control.sweep(None, self._recorded(), keep=self.pid,
-                                                deadline=deadline))
+        return max(1, await self._sweep_quiet(None, deadline))
+
+    async def _sweep_quiet(self, seconds: float | None, deadline: float) -> int:
+        """Sweep (at most ``SWEEPS`` times) until a sweep finds nothing."""
+        killed = 0
+        for _ in range(SWEEPS):
+            found = await self._control.sweep(seconds, self._recorded(), keep=self.pid,
+                                              deadline=deadline)
+            killed += found
+            if not found:
+                break
+        return killed
 
     def _recorded(self) -> list[tuple[int, int]]:
         return [(self.pid, self.start)] if self.pid else []
@@ -342,13 +356,22 @@ class Shell:
     async def _stop(self, elapsed: float) -> tuple[str | None, bool]:
         """After a timeout: kill what the command started, then let its shell report (else
         kill that too). Returns the marker's word and whether the shell state was lost."""
-        await self._control.sweep(elapsed, self._recorded(), keep=self.pid,
-                                  deadline=STOP_DEADLINE)
+        began = time.monotonic() - elapsed
+        await self._sweep_quiet(elapsed, STOP_DEADLINE)
         # A fork bomb left by an earlier command may be what held this one up.
         self._bomb_kills = await self._reap(STOP_DEADLINE)
+        word, lost = await self._report()
+        # What the command's own process forked until it was killed started after the
+        # sweeps above, and its parent is gone: once more.
+        if self._control.alive:
+            await self._sweep_quiet(time.monotonic() - began, STOP_DEADLINE)
+        return word, lost
+
+    async def _report(self) -> tuple[str | None, bool]:
+        """The stopped command's marker and whether its shell's state was lost (a loop of
+        builtins runs in the command's shell itself: only killing that stops it)."""
         with anyio.move_on_after(GRACE):
             return await self._next_marker(), False
-        # A loop of builtins runs in the command's shell itself: only killing it stops it.
         await self._control.kill_children(self.pid, STOP_DEADLINE)
         with anyio.move_on_after(REPORT):
             return await self._next_marker(), True

@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,10 @@ def lab_env(folder: Path) -> dict[str, str]:
 class RayLab:
     """The test side: starts the controller and talks to it."""
 
-    def __init__(self, folder: Path, slots: list[int]) -> None:
-        self.folder = folder
+    def __init__(self, slots: list[int]) -> None:
+        # Ray's socket paths under its temp dir must fit AF_UNIX's 107 bytes: pytest's
+        # (per xdist worker) temp paths are too deep, so the lab keeps a short one.
+        self.folder = folder = Path(tempfile.mkdtemp(prefix="mol-ray-"))
         self.env = lab_env(folder)
         self.process = subprocess.Popen(
             ["unshare", "-n", sys.executable, __file__, json.dumps(slots)], env=self.env,
@@ -135,6 +139,7 @@ class RayLab:
         if self.left:
             subprocess.run(["docker", "rm", "-f", *self.left], capture_output=True, check=False)
             self.left = []
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _descends(pid: int, ancestor: int) -> bool:

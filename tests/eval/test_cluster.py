@@ -35,9 +35,9 @@ RUN_TIMEOUT = 400
 
 
 @pytest.fixture(scope="module")
-def namespace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayLab]:
+def namespace() -> Iterator[RayLab]:
     """A lab of no nodes: the namespace, for a driver with its private ``--ray local``."""
-    lab = RayLab(tmp_path_factory.mktemp("netns"), [])
+    lab = RayLab([])
     try:
         yield lab
     finally:
@@ -45,9 +45,9 @@ def namespace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayLab]:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayLab]:
+def lab() -> Iterator[RayLab]:
     """The head (1 slot) and two workers (2 slots, 1 slot)."""
-    lab = RayLab(tmp_path_factory.mktemp("raylab"), [1, 2, 1])
+    lab = RayLab([1, 2, 1])
     try:
         yield lab
     finally:
