@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import anyio
+from procs import free_port, start_healthy
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,36 +62,17 @@ store = "{store}"
 KEY = "bench-key"
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start(folder: Path, store: str, engine_url: str) -> tuple[subprocess.Popen, str]:
     """One ``mol serve`` replica in its own process on ``store``."""
-    import httpx
-
-    hcp = folder / f"bench-{_port()}.toml"
+    port = free_port()
+    hcp = folder / f"bench-{port}.toml"
     hcp.write_text(HCP.format(store=store))
     (folder / "key").write_text(KEY)
-    port = _port()
-    proc = subprocess.Popen(
+    proc = start_healthy(
         [sys.executable, "-m", "mol.runtime", "serve", "--hcp", str(hcp), "--port", str(port),
-         "--engine-url", engine_url],
-        env={**os.environ, "MOL_API_KEY_FILE": str(folder / "key")},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc, f"http://127.0.0.1:{port}/v1"
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError(f"mol serve on {store} did not start")
-        time.sleep(0.05)
+         "--engine-url", engine_url], port, f"mol serve on {store}",
+        env={"MOL_API_KEY_FILE": str(folder / "key")})
+    return proc, f"http://127.0.0.1:{port}/v1"
 
 
 async def _load(urls: list[str], conversations: int, turns: int) -> float:

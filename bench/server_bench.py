@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 import anyio
+from procs import free_port, start_healthy
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -61,35 +61,16 @@ KEY = "bench-key"
 SETTLE_SEC = 0.2
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_server(hcp: Path, engine_url: str) -> tuple[subprocess.Popen, str]:
     """``mol serve`` in its own process (its own GIL, as in production)."""
-    import httpx
-
     key_file = hcp.parent / "key"
     key_file.write_text(KEY)
-    port = _port()
-    proc = subprocess.Popen(
+    port = free_port()
+    proc = start_healthy(
         [sys.executable, "-m", "mol.runtime", "serve", "--hcp", str(hcp), "--port", str(port),
-         "--engine-url", engine_url],
-        env={**os.environ, "MOL_API_KEY_FILE": str(key_file)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc, f"http://127.0.0.1:{port}/v1"
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("mol serve did not start")
-        time.sleep(0.05)
+         "--engine-url", engine_url], port, "mol serve",
+        env={"MOL_API_KEY_FILE": str(key_file)}, timeout=60)
+    return proc, f"http://127.0.0.1:{port}/v1"
 
 
 def _commit_ms(folder: Path, count: int = 30) -> float:

@@ -30,13 +30,14 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from procs import free_port, start_healthy
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -257,33 +258,13 @@ def _litellm_floor(me: list[str], engine_url: str, turns: int) -> float:
 
 # -- the driver ------------------------------------------------------------------------------
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Proxy:
     """One proxy process and the figures read from /proc."""
 
     def __init__(self, name: str, command: list[str], port: int, env: dict | None = None):
-        import httpx
-
         self.name = name
-        self.proc = subprocess.Popen(command, env={**os.environ, **(env or {})},
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = start_healthy(command, port, name, env=env)
         self.url = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.proc.kill()
-                raise RuntimeError(f"{name} did not start")
-            time.sleep(0.05)
 
     def cpu(self) -> float:
         """Seconds of CPU (user + system) the process has used."""
@@ -434,7 +415,7 @@ def main(blocks: int, turns: int, runs: int) -> dict:
     hcp.write_text(HCP.format(store=folder / "sessions.db"))
     (folder / "key").write_text(KEY)
     me = [sys.executable, str(Path(__file__).resolve())]
-    engine_port, floor_port, mol_port = _port(), _port(), _port()
+    engine_port, floor_port, mol_port = free_port(), free_port(), free_port()
     engine = subprocess.Popen([*me, "--role", "engine", "--port", str(engine_port)])
     engine_url = f"http://127.0.0.1:{engine_port}/v1"
     proxies = []
