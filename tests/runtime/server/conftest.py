@@ -64,6 +64,19 @@ store = "sqlite:///{store}"
 """, name="served")
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+"""A client tool (Chat Completions shape) the scripted L1 calls as ``get_weather``."""
+
+
+def answers(engine: Any, adapter: str) -> list[dict[str, Any]]:
+    """The bodies of ``adapter``'s answer requests to the scripted engine (no route, no
+    summary requests), oldest first."""
+    return [r["body"] for r in engine.requests_for(adapter) if "structured_outputs" not in
+            r["body"] and not r["body"]["messages"][-1]["content"].startswith("User: ")]
+
+
 class Shout:
     """A runtime tool that runs server-side."""
 

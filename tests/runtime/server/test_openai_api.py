@@ -14,7 +14,7 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import serve_app
+from .conftest import WEATHER_TOOL, answers, serve_app
 
 SCRIPT = """
 [[L0]]
@@ -82,10 +82,6 @@ times = -1
 error = { status = 422, message = "the GPU caught fire" }
 """
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather of a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
-
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
@@ -93,11 +89,6 @@ def served(tmp_path_factory):
     with ScriptedEngine.serve(SCRIPT) as engine, serve_app(tmp, engine.base_url) as server:
         server.engine = engine
         yield server
-
-
-def answers(engine, adapter):
-    return [r["body"] for r in engine.requests_for(adapter) if "structured_outputs" not in
-            r["body"] and not r["body"]["messages"][-1]["content"].startswith("User: ")]
 
 
 def test_models_list_the_entry_model_and_the_adapters(served):

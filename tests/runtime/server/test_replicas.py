@@ -14,7 +14,7 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import HCP, KEY, STARTED
+from .conftest import HCP, KEY, STARTED, WEATHER_TOOL, answers
 from .processes import Server, engine_saw, in_background, until
 
 pytestmark = [pytest.mark.slow]
@@ -61,10 +61,6 @@ times = -1
 reply = "It is sunny in Paris."
 """
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather of a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
-
 LEASE = 3.0
 
 
@@ -105,9 +101,8 @@ def retrying(server: Server) -> openai.OpenAI:
 
 def answers_to(engine, adapter: str, text: str) -> list[dict]:
     """The messages of the answer request whose last message is ``text``."""
-    return next(r["body"]["messages"] for r in reversed(engine.requests_for(adapter))
-                if r["body"]["messages"][-1]["content"] == text
-                and "structured_outputs" not in r["body"])
+    return next(b["messages"] for b in reversed(answers(engine, adapter))
+                if b["messages"][-1]["content"] == text)
 
 
 def stored(url: str, session: str) -> dict:
