@@ -34,7 +34,6 @@ from mol.runtime.errors import (
     ConversationError,
     EngineError,
     MolError,
-    SessionBusy,
     SessionConflict,
 )
 from mol.runtime.harness import Harness, TurnResult
@@ -42,7 +41,7 @@ from mol.runtime.recorder import Recorder
 from mol.runtime.server.admission import Admission
 from mol.runtime.server.http import ApiError, engine_error
 from mol.runtime.server.jobs import Job, JobItem, TurnCancelled, TurnRequest
-from mol.runtime.server.leases import Leases, busy, conflict
+from mol.runtime.server.leases import Leases, conflict
 from mol.runtime.server.marks import abandon_waiting, continues_in_place, fork, mark_of
 from mol.runtime.server.seeding import check_results, seed, waiting_calls
 from mol.runtime.sessions import LEASE_SEC, SessionStore, TurnLog
@@ -183,8 +182,6 @@ class Runner:
             _send(job, TurnCancelled() if job.scope.cancelled_caught else result)
         except ApiError as exc:
             _send(job, exc)
-        except SessionBusy as exc:
-            _send(job, busy(exc))
         except SessionConflict as exc:
             _send(job, conflict(exc))
         except TimeoutError:
