@@ -151,3 +151,11 @@ def test_unreadable_file(tmp_path, capsys):
     code, err = validate(tmp_path / "nope.toml", capsys)
     assert code == 2
     assert "cannot read file" in err
+
+
+@pytest.mark.parametrize("lease", ["0.5", "7200", '"soon"'])
+def test_a_lease_out_of_range_names_its_key(tmp_path, capsys, lease):
+    path = write(tmp_path, MINIMAL + f"[session]\nlease = {lease}\n")
+    code, err = validate(path, capsys)
+    assert code == 2
+    assert "session.lease" in err and "a.toml:6" in err, err
