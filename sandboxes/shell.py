@@ -357,9 +357,10 @@ class Shell:
         """After a timeout: kill what the command started, then let its shell report (else
         kill that too). Returns the marker's word and whether the shell state was lost."""
         began = time.monotonic() - elapsed
-        await self._sweep_quiet(elapsed, STOP_DEADLINE)
-        # A fork bomb left by an earlier command may be what held this one up.
+        # A fork bomb left by an earlier command may be what held this one up: count before
+        # the sweep of the command's own processes, which would hide it below the limit.
         self._bomb_kills = await self._reap(STOP_DEADLINE)
+        await self._sweep_quiet(elapsed, STOP_DEADLINE)
         word, lost = await self._report()
         # What the command's own process forked until it was killed started after the
         # sweeps above, and its parent is gone: once more.
