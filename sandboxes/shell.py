@@ -357,15 +357,14 @@ class Shell:
         """After a timeout: kill what the command started, then let its shell report (else
         kill that too). Returns the marker's word and whether the shell state was lost."""
         began = time.monotonic() - elapsed
-        # A fork bomb left by an earlier command may be what held this one up: count before
-        # the sweep of the command's own processes, which would hide it below the limit.
+        # Count for a bomb (an earlier command's may be what held this one up) before the
+        # sweep of the command's own processes, which could hide it below the limit.
         self._bomb_kills = await self._reap(STOP_DEADLINE)
-        await self._sweep_quiet(elapsed, STOP_DEADLINE)
+        swept = time.monotonic()
+        await self._sweep_quiet(swept - began, STOP_DEADLINE)
         word, lost = await self._report()
-        # What the command's own process forked until it was killed started after the
-        # sweeps above, and its parent is gone: once more.
-        if self._control.alive:
-            await self._sweep_quiet(time.monotonic() - began, STOP_DEADLINE)
+        if self._control.alive:  # what it forked until killed (no earlier background job)
+            await self._sweep_quiet(time.monotonic() - swept, STOP_DEADLINE)
         return word, lost
 
     async def _report(self) -> tuple[str | None, bool]:
