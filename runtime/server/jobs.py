@@ -13,7 +13,7 @@ from mol.runtime.harness import TurnResult
 from mol.runtime.server.http import ApiError
 from mol.runtime.views import Conversation
 
-__all__ = ["KEEPALIVE", "Job", "JobItem", "KeepAlive", "TurnCancelled", "TurnRequest"]
+__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Job", "JobItem", "KeepAlive", "TurnCancelled", "TurnRequest"]
 
 
 @dataclass
@@ -60,6 +60,10 @@ class KeepAlive:
 
 KEEPALIVE = KeepAlive()
 
+DELIVERY_WAIT = 2.0
+"""Seconds a turn whose reply is complete waits for it to be delivered before its
+bookkeeping goes on regardless (a slow or absent reader must not hold it up)."""
+
 JobItem = ev.Event | TurnResult | ApiError
 """What a job's stream carries, typed end to end: events, then how the turn ended."""
 
@@ -79,6 +83,10 @@ class Job:
     """Cancelled by ``Runner.cancel``."""
     replied: bool = False
     """The reply is complete: the turn slot went back, a background slot is held."""
+    delivered: anyio.Event = field(default_factory=anyio.Event)
+    """The reply's last byte was handed to the client (or the client went away): the turn's
+    bookkeeping after the reply (summary hop, checkpoints) waits for it, bounded by
+    ``DELIVERY_WAIT``, so it never competes with the reply's end for the CPU."""
     render: Callable[[str], dict[str, Any]] | None = None
     """The reply's object in a given status (a Responses object), for ``cancel``."""
 

@@ -129,8 +129,24 @@ async def respond(reply: Reply, stream: bool,
         try:
             # Without streaming no deltas are passed on: the first item is the outcome.
             assert not isinstance(first, Delta | KeepAlive)
-            return JSONResponse(await complete(first), headers=reply.headers())
+            return _Delivered(reply.job, JSONResponse(await complete(first),
+                                                      headers=reply.headers()))
         finally:
             await items.aclose()
-    return StreamingResponse(streamed(first, items), media_type="text/event-stream",
-                             headers=reply.headers())
+    return _Delivered(reply.job, StreamingResponse(
+        streamed(first, items), media_type="text/event-stream", headers=reply.headers()))
+
+
+class _Delivered(Response):
+    """A reply that sets its job's ``delivered`` once it was sent (or could not be)."""
+
+    def __init__(self, job: Job, response: Response) -> None:
+        self.job, self.response = job, response
+        self.status_code, self.raw_headers = response.status_code, response.raw_headers
+        self.background = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.response(scope, receive, send)
+        finally:
+            self.job.delivered.set()

@@ -40,7 +40,7 @@ from mol.runtime.harness import Harness, TurnResult
 from mol.runtime.recorder import Recorder
 from mol.runtime.server.admission import Admission
 from mol.runtime.server.http import ApiError, engine_error
-from mol.runtime.server.jobs import Job, JobItem, TurnCancelled, TurnRequest
+from mol.runtime.server.jobs import DELIVERY_WAIT, Job, JobItem, TurnCancelled, TurnRequest
 from mol.runtime.server.leases import Leases, conflict
 from mol.runtime.server.marks import abandon_waiting, continues_in_place, fork, mark_of
 from mol.runtime.server.seeding import check_results, seed, waiting_calls
@@ -253,6 +253,8 @@ class Runner:
             _send(job, event)
             if isinstance(event, ev.Answered | ev.ClientToolsRequested):
                 await self._replied(job)
+                with anyio.move_on_after(DELIVERY_WAIT):  # the reply's end goes out first
+                    await job.delivered.wait()
 
         on_event = recorder.observe(forward)
         if request.tool_results is not None:
