@@ -15,8 +15,9 @@ peak RSS. Then ``mol run`` (one turn against the same engine) against a bare
 proxies (``--blocks`` times) and medians are taken, so load that comes and goes hits both.
 Each block also runs the same three calls per turn through bare ``litellm.acompletion`` (no
 server, no mol): the CPU floor that reaching the engine through litellm sets, so
-``cpu_over_bare_litellm_ratio`` is what mol adds over litellm itself. Ends with one JSON
-line.
+``cpu_over_bare_litellm_ratio`` is what mol adds over litellm itself. The same bare litellm
+gives the c=1 latency and stream tail it sets, and, as a whole process (import, route,
+answer: what ``mol run`` does at the least), the start-up floor. Ends with one JSON line.
 
 Targets (issue 22): CPU per turn at most 7x the floor's, c=1 latency at most 2.5x the
 floor's, no refusals at concurrency 64, ``mol run`` at most ``import litellm`` + 0.5 s.
@@ -208,10 +209,9 @@ async def _floor(port: int, engine_url: str) -> None:
 
 # -- bare litellm ----------------------------------------------------------------------------
 
-async def _litellm_turns(engine_url: str, turns: int) -> None:
-    """A turn's three engine calls through bare ``litellm.acompletion`` (the adapters priced
-    at zero, as mol does), ``turns`` of them from 16 workers: what litellm alone costs,
-    printed as one JSON line (CPU of the whole process, its threads included)."""
+def _bare_litellm() -> tuple[object, dict]:
+    """litellm as mol's engine sets it up (the adapters priced at zero), and the call
+    arguments every bare call shares."""
     import litellm
 
     litellm.suppress_debug_info = True  # as mol's engine sets it
@@ -220,17 +220,46 @@ async def _litellm_turns(engine_url: str, turns: int) -> None:
     litellm.register_model({name: {**zero, "litellm_provider": "hosted_vllm"}
                             for label in LABELS for name in (label, "hosted_vllm/" + label)},
                            add_to_provider_model_sets=False)
-    base = {"api_base": engine_url, "api_key": "none", "max_retries": 0}
+    return litellm, {"max_retries": 0, "api_key": "none"}
+
+
+async def _bare_reply(litellm, base: dict, stream: bool = False) -> tuple[str, str, float]:
+    """Route and answer through bare ``litellm.acompletion``: the adapter, the answer and
+    (streaming) the seconds from its first token to the end of its stream."""
+    route = await litellm.acompletion(
+        model="hosted_vllm/L0", temperature=0, max_tokens=4, **base,
+        extra_body={"structured_outputs": {"choice": LABELS}},
+        messages=[{"role": "user", "content": "<turn>fix the failing test</turn>"}])
+    adapter = "hosted_vllm/" + route.choices[0].message.content
+    if not stream:
+        answer = await litellm.acompletion(model=adapter, messages=MESSAGES, **base)
+        return adapter, answer.choices[0].message.content, 0.0
+    first, parts = None, []
+    async for chunk in await litellm.acompletion(model=adapter, messages=MESSAGES, **base,
+                                                 stream=True,
+                                                 stream_options={"include_usage": True}):
+        if chunk.choices and chunk.choices[0].delta.content:
+            first = first or time.perf_counter()
+            parts.append(chunk.choices[0].delta.content)
+    return adapter, "".join(parts), time.perf_counter() - (first or time.perf_counter())
+
+
+async def _bare_summary(litellm, base: dict, adapter: str, answer: str) -> None:
+    await litellm.acompletion(model=adapter, max_tokens=64, **base, messages=[
+        {"role": "user", "content": "Summarize: " + answer}])
+
+
+async def _litellm_turns(engine_url: str, turns: int) -> None:
+    """A turn's three engine calls through bare ``litellm.acompletion``: ``turns`` of them
+    from 16 workers (CPU of the whole process, its threads included), then c=1 latency and
+    the stream tail as the proxies' are measured (the summary in the background): what
+    litellm alone costs, printed as one JSON line."""
+    litellm, base = _bare_litellm()
+    base["api_base"] = engine_url
 
     async def turn() -> None:
-        route = await litellm.acompletion(
-            model="hosted_vllm/L0", temperature=0, max_tokens=4, **base,
-            extra_body={"structured_outputs": {"choice": LABELS}},
-            messages=[{"role": "user", "content": "<turn>fix the failing test</turn>"}])
-        adapter = "hosted_vllm/" + route.choices[0].message.content
-        answer = await litellm.acompletion(model=adapter, messages=MESSAGES, **base)
-        await litellm.acompletion(model=adapter, max_tokens=64, **base, messages=[
-            {"role": "user", "content": "Summarize: " + answer.choices[0].message.content}])
+        adapter, answer, _ = await _bare_reply(litellm, base)
+        await _bare_summary(litellm, base, adapter, answer)
 
     left = [turns]
 
@@ -246,14 +275,33 @@ async def _litellm_turns(engine_url: str, turns: int) -> None:
         for _ in range(16):
             group.create_task(worker())
     await asyncio.sleep(1.0)  # litellm's success logging runs after the calls return
-    print(json.dumps({"cpu_ms_per_turn": (time.process_time() - cpu) * 1000 / turns}))
+    cpu_ms = (time.process_time() - cpu) * 1000 / turns
+    latency, tails = [], []
+    async with asyncio.TaskGroup() as group:
+        for index in range(100):
+            started = time.perf_counter()
+            adapter, answer, tail = await _bare_reply(litellm, base, stream=index >= 60)
+            (tails if index >= 60 else latency).append(
+                tail if index >= 60 else time.perf_counter() - started)
+            group.create_task(_bare_summary(litellm, base, adapter, answer))
+    print(json.dumps({"cpu_ms_per_turn": cpu_ms,
+                      "c1_latency_ms": statistics.median(latency[5:]) * 1000,
+                      "stream_tail_ms": statistics.median(tails[5:]) * 1000}))
 
 
-def _litellm_floor(me: list[str], engine_url: str, turns: int) -> float:
+def _bare_run(engine_url: str) -> None:
+    """What ``mol run`` does at the least through litellm, as a whole process: import it,
+    route and answer, print the answer."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    litellm, base = _bare_litellm()
+    print(asyncio.run(_bare_reply(litellm, {**base, "api_base": engine_url}))[1], flush=True)
+
+
+def _litellm_floor(me: list[str], engine_url: str, turns: int) -> dict:
     done = subprocess.run([*me, "--role", "litellm", "--engine-url", engine_url,
                            "--turns", str(turns)], capture_output=True, text=True,
                           timeout=1200, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms_per_turn"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -382,18 +430,23 @@ def _timed(command: list[str], needle: str) -> float:
 
 
 def _startup(hcp: Path, engine_url: str, runs: int) -> dict:
-    """``mol run`` to its answer against a bare ``import litellm``, alternating."""
-    imports, answers = [], []
+    """``mol run`` to its answer against a bare ``import litellm`` and against a bare
+    litellm turn (import, route, answer: ``--role bare-run``), alternating."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    imports, bares, answers = [], [], []
     for _ in range(runs):
         # To the line after the import, as mol run is timed to its answer: the interpreter's
         # shutdown after it (litellm's exit handlers) is in neither figure.
         imports.append(_timed([sys.executable, "-c", "import litellm; print('imported')"],
                               "imported"))
+        bares.append(_timed([*me, "--role", "bare-run", "--engine-url", engine_url], ANSWER))
         answers.append(_timed([sys.executable, "-m", "mol.runtime", "run", "--hcp", str(hcp),
                                "--engine-url", engine_url, "fix the failing test"], ANSWER))
-    bare, run = statistics.median(imports), statistics.median(answers)
-    return {"import_litellm_s": round(bare, 3), "mol_run_answer_s": round(run, 3),
-            "over_import_s": round(run - bare, 3), "target_over_import_s": 0.5}
+    imported, bare, run = (statistics.median(x) for x in (imports, bares, answers))
+    return {"import_litellm_s": round(imported, 3), "bare_litellm_turn_s": round(bare, 3),
+            "mol_run_answer_s": round(run, 3), "over_import_s": round(run - imported, 3),
+            "bare_turn_over_import_s": round(bare - imported, 3),
+            "over_bare_turn_s": round(run - bare, 3), "target_over_import_s": 0.5}
 
 
 def _median(blocks: list[dict], key: str) -> float:
@@ -429,6 +482,7 @@ def main(blocks: int, turns: int, runs: int) -> dict:
                              {"MOL_API_KEY_FILE": str(folder / "key")}))
         results = asyncio.run(_blocks(proxies, blocks, turns))
         bare = [_litellm_floor(me, engine_url, turns) for _ in range(blocks)]
+        litellm_floor = {key: _median(bare, key) for key in bare[0]}
         figures = {}
         for proxy in proxies:
             done = results[proxy.name]
@@ -446,9 +500,15 @@ def main(blocks: int, turns: int, runs: int) -> dict:
         "benchmark": "server_efficiency", "blocks": blocks, "turns_at_c16": turns,
         "uvloop": _has("uvloop"), "httptools": _has("httptools"),
         "mol": mol, "floor": floor,
-        "bare_litellm_cpu_ms_per_turn": round(statistics.median(bare), 3),
-        "cpu_over_bare_litellm_ratio": round(mol["cpu_ms_per_turn"] / statistics.median(bare),
-                                             2),
+        "bare_litellm": litellm_floor,
+        "cpu_over_bare_litellm_ratio": round(mol["cpu_ms_per_turn"]
+                                             / litellm_floor["cpu_ms_per_turn"], 2),
+        "c1_latency_over_bare_litellm_ratio": round(mol["c1_latency_ms"]
+                                                    / litellm_floor["c1_latency_ms"], 2),
+        "bare_litellm_c1_latency_ratio": round(litellm_floor["c1_latency_ms"]
+                                               / floor["c1_latency_ms"], 2),
+        "bare_litellm_cpu_per_turn_ratio": round(litellm_floor["cpu_ms_per_turn"]
+                                                 / floor["cpu_ms_per_turn"], 2),
         "cpu_per_turn_ratio": round(mol["cpu_ms_per_turn"] / floor["cpu_ms_per_turn"], 2),
         "c1_latency_ratio": round(mol["c1_latency_ms"] / floor["c1_latency_ms"], 2),
         "stream_tail_ratio": round(mol["stream_tail_ms"] / floor["stream_tail_ms"], 2),
@@ -473,17 +533,20 @@ def _report(f: dict) -> None:
             ("stream end after first token (ms)", "stream_tail_ms", "stream_tail_ratio"),
             ("turns/s, c=16", "turns_per_s", "turns_per_s_ratio"),
             ("peak RSS (MB)", "peak_rss_mb", "rss_ratio")]
-    print(f"{'':36} {'mol serve':>10} {'floor':>10} {'ratio':>7}")
+    bare = f["bare_litellm"]
+    print(f"{'':36} {'mol serve':>10} {'floor':>10} {'ratio':>7} {'litellm':>10}")
     for label, key, ratio in rows:
-        print(f"{label:36} {mol[key]:10.2f} {floor[key]:10.2f} {f[ratio]:7.2f}")
+        print(f"{label:36} {mol[key]:10.2f} {floor[key]:10.2f} {f[ratio]:7.2f} "
+              f"{bare[key] if key in bare else float('nan'):10.2f}")
     print(f"{'refused at c=64 (of ' + str(mol['c64_turns']) + ')':36} "
           f"{mol['c64_refused']:10.0f} {floor['c64_refused']:10.0f}")
-    print(f"{'bare litellm, the same 3 calls (ms)':36} "
-          f"{f['bare_litellm_cpu_ms_per_turn']:10.2f}  (mol/litellm "
-          f"{f['cpu_over_bare_litellm_ratio']:.2f})")
+    print(f"mol over bare litellm: CPU per turn {f['cpu_over_bare_litellm_ratio']:.2f}x, "
+          f"c=1 latency {f['c1_latency_over_bare_litellm_ratio']:.2f}x")
     run = f["mol_run"]
     print(f"mol run to its answer {run['mol_run_answer_s']:.3f} s, bare import litellm "
-          f"{run['import_litellm_s']:.3f} s (+{run['over_import_s']:.3f} s, target +0.5 s)")
+          f"{run['import_litellm_s']:.3f} s (+{run['over_import_s']:.3f} s, target +0.5 s), "
+          f"a bare litellm turn {run['bare_litellm_turn_s']:.3f} s "
+          f"(+{run['bare_turn_over_import_s']:.3f} s)")
     print(json.dumps(f))
 
 
@@ -492,7 +555,7 @@ if __name__ == "__main__":
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--turns", type=int, default=400, help="turns at concurrency 16")
     parser.add_argument("--runs", type=int, default=5, help="mol run / import litellm runs")
-    parser.add_argument("--role", choices=["main", "engine", "floor", "litellm"],
+    parser.add_argument("--role", choices=["main", "engine", "floor", "litellm", "bare-run"],
                         default="main")
     parser.add_argument("--port", type=int)
     parser.add_argument("--engine-url")
@@ -501,6 +564,8 @@ if __name__ == "__main__":
         _report(main(args.blocks, args.turns, args.runs))
     elif args.role == "litellm":
         asyncio.run(_litellm_turns(args.engine_url, args.turns))
+    elif args.role == "bare-run":
+        _bare_run(args.engine_url)
     else:
         _uvloop()
         asyncio.run(_engine(args.port) if args.role == "engine"
