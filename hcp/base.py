@@ -19,11 +19,10 @@ SERVER_NAME = r"^[A-Za-z0-9_-]+$"
 
 
 class Model(BaseModel):
-    """Base of every HCP section: strict about unknown keys, self-documenting."""
+    """Base of every HCP section: strict about unknown keys, self-documenting (each field's
+    docstring is its description in the JSON Schema: ``mol.hcp.docstrings``)."""
 
-    model_config = ConfigDict(
-        extra="forbid", use_attribute_docstrings=True, validate_default=True
-    )
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
 class FileRef(Model):

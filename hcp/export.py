@@ -11,9 +11,10 @@ SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
 def json_schema() -> dict:
     """The JSON Schema of the current HCP document."""
+    from mol.hcp.docstrings import DocumentedSchema
     from mol.hcp.schema import HCP
 
-    schema = HCP.model_json_schema(mode="validation")
+    schema = HCP.model_json_schema(mode="validation", schema_generator=DocumentedSchema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
 

@@ -1,8 +1,8 @@
 """The HCP artifact schema (pydantic v2).
 
 Every model forbids unknown keys and documents every field with a docstring;
-``use_attribute_docstrings`` turns those docstrings into the JSON Schema's
-descriptions, so ``mol hcp schema`` documents itself.
+``mol.hcp.docstrings`` turns those docstrings into the JSON Schema's descriptions, so
+``mol hcp schema`` documents itself.
 
 The sections about the adapter population and the hops around it (router, adapters,
 summary, views, public model) live in ``mol.hcp.adapters``, the shared base types in
