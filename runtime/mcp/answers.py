@@ -12,9 +12,12 @@ these take and back.
   (so the turn's usage and token budget count it). Without ``sampling`` mol
   does not offer the capability; with ``allow = false`` it refuses, saying so.
 - **Elicitation** goes to the person: the call's ``ToolContext.elicit`` (``mol
-  chat`` asks at the terminal), else it is declined, as it is under
-  ``elicitation = "decline"``. Accepted form answers get the schema's defaults
-  for fields the person left out.
+  chat`` asks at the terminal; ``mol serve`` passes it to an API client that
+  declared the ``mcp_elicitation`` tool), else it is declined, as it is under
+  ``elicitation = "decline"``. A handshake-era request arrives off the call's
+  task: it goes to the most recent call in flight, and is declined when calls of
+  several sessions are in flight (it could be any of theirs). Accepted form
+  answers get the schema's defaults for fields the person left out.
 - **Roots** are the configured folders plus the sandbox workspace once the
   session has a sandbox (``list_changed`` is sent when that changes).
 - **Logs** of the server land on the ``mol.mcp.server.<name>`` logger.
@@ -109,10 +112,16 @@ class Answers:
         """An ``ElicitResult`` for ``elicitation/create`` params (form or URL mode)."""
         call = self._call()
         ask = getattr(call, "elicit", None) if call is not None else None
-        ask = ask or self.manager.elicit
+        # A request off the call's task, with calls of several sessions in flight, may be
+        # any of theirs: asking the most recent one's person could show it to someone else.
+        ambiguous = (_current.get() is None and
+                     len({getattr(c, "session_id", None) for c in self._calls}) > 1)
+        ask = None if ambiguous else ask or self.manager.elicit
         if self.config.elicitation == "decline" or ask is None:
             logger.info("MCP server %r asked for input; declined (%s)", self.name,
-                        "by policy" if self.config.elicitation == "decline" else "nobody to ask")
+                        "by policy" if self.config.elicitation == "decline" else
+                        "calls of several sessions are in flight" if ambiguous else
+                        "nobody to ask")
             return {"action": "decline"}
         answer = dict(await ask(self.name, params))
         if answer.get("action") == "accept" and params.get("mode", "form") == "form":
