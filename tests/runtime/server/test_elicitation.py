@@ -21,12 +21,13 @@ from .conftest import HCP, serve_app, settled_turns, transcript_problems
 MCP_SERVER = Path(__file__).parents[1] / "mcp" / "servers" / "scripted_server.py"
 
 ELICIT_HCP = HCP.replace('tools.allow = ["shout", "hold"]',
-                         'tools.allow = ["mcp__s__*"]\nmcp_servers = ["s"]') + f"""
-[mcp_servers.s]
+                         'tools.allow = ["mcp__*"]\nmcp_servers = ["s", "d"]') + "".join(f"""
+[mcp_servers.{name}]
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(MCP_SERVER))}, "--legacy"]
 startup_timeout_sec = 60
-"""
+elicitation = "{policy}"
+""" for name, policy in [("s", "ask"), ("d", "decline")])
 
 SCRIPT = """
 [[L0]]
@@ -42,6 +43,10 @@ reply = "summary"
 when = "form please"
 times = -1
 tool_calls = [{ name = "mcp__s__ask_user", arguments = {} }]
+[[L1]]
+when = "form from d"
+times = -1
+tool_calls = [{ name = "mcp__d__ask_user", arguments = {} }]
 [[L1]]
 when = "url please"
 times = -1
@@ -196,6 +201,9 @@ def test_decline_and_cancel_reach_the_mcp_server(served, action):
     text, _ = chat_answer(client, history, call_id, json.dumps({"action": action}))
     assert text == "No name, then."
     assert tool_results(served.engine)[-1] == f"{action}: None"
+    with pytest.raises(openai.ConflictError) as caught:  # answered already
+        chat_answer(client, history, call_id, json.dumps({"action": action}))
+    assert caught.value.body["code"] == "elicitation_ended"
 
 
 def test_a_malformed_answer_is_a_400_and_the_turn_still_waits(served):
@@ -227,6 +235,14 @@ def test_without_the_tool_the_request_is_declined(served):
     reply = served.client().chat.completions.create(model="mol", messages=[
         {"role": "user", "content": "form please (no tool)"}])
     assert reply.choices[0].message.content == "No name, then."
+    assert tool_results(served.engine)[-1] == "decline: None"
+
+
+def test_a_server_configured_to_decline_never_reaches_the_client(served):
+    reply = served.client().chat.completions.create(model="mol", tools=[CHAT_TOOL], messages=[
+        {"role": "user", "content": "form from d"}])
+    assert (reply.choices[0].message.content, reply.choices[0].finish_reason) == (
+        "No name, then.", "stop")
     assert tool_results(served.engine)[-1] == "decline: None"
 
 
