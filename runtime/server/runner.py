@@ -16,6 +16,12 @@ shortage of them pushes back on admission instead of piling up.
 
 A turn started with a ``handle`` (a response id) can be cancelled until its reply
 is complete: the harness marks it interrupted at a consistent point.
+
+A turn whose MCP server elicits input from a client that opted in
+(``mol.runtime.server.elicitation``) ends its reply with that request and waits,
+holding its lease but no slot; the request answering it becomes the next job of
+the turn (``Job.chain``): the rest of the turn's events, its outcome and its
+marks go to the jobs of the chain.
 """
 
 from __future__ import annotations
@@ -213,7 +219,7 @@ class Runner:
             job.current().put(conflict(exc))
         except TimeoutError:
             job.current().put(ApiError(504, f"the turn exceeded the server's deadline of "
-                                     f"{self.deadline:g} s", code="deadline"))
+                                       f"{self.deadline:g} s", code="deadline"))
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.engine_error(exc)
