@@ -116,16 +116,18 @@ class Elicitations:
                  pending.call_id)
         if head.limit is not None:  # the wait does not count against the turn's deadline
             head.limit.deadline += self.wait
-        started = anyio.current_time()
+        started, late = anyio.current_time(), False
         try:
-            with anyio.move_on_after(self.wait):
+            with anyio.move_on_after(self.wait) as waiting:
                 await pending.answered.wait()
-        finally:
+            late = waiting.cancelled_caught
+        finally:  # also when the MCP call ended first (``Answers.calling`` ends the wait)
             if head.limit is not None:
                 head.limit.deadline -= self.wait - (anyio.current_time() - started)
             self.pending.pop(pending.call_id, None)
             self._ended(pending.call_id, "was answered already" if pending.answer else
-                        f"got no answer within {self.wait:g} s and was declined")
+                        f"got no answer within {self.wait:g} s and was declined" if late
+                        else "ended before the answer came (its MCP tool call ended)")
         return pending.answer or {"action": "decline"}
 
     def _ended(self, call_id: str, why: str) -> None:
