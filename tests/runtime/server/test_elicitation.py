@@ -142,12 +142,16 @@ def chat_answer(client, history, call_id: str, answer: str, stream: bool = False
     return text, finish
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
-def test_chat_completions_client_answers_the_form(served, stream):
+@pytest.mark.parametrize(("stream", "answer_stream"), [(False, False), (True, True),
+                                                     (False, True), (True, False)],
+                         ids=["json", "stream", "json-then-stream", "stream-then-json"])
+def test_chat_completions_client_answers_the_form(served, stream, answer_stream):
+    """The answering request's ``stream`` decides how the rest of the turn is sent."""
     client = served.client()
-    history, call_id, name, arguments = chat_ask(client, f"form please ({stream})", stream)
+    history, call_id, name, arguments = chat_ask(client, f"form please ({stream}, "
+                                                 f"{answer_stream})", stream)
     check_form_call(call_id, name, arguments)
-    text, finish = chat_answer(client, history, call_id, ACCEPT, stream)
+    text, finish = chat_answer(client, history, call_id, ACCEPT, answer_stream)
     assert (text, finish) == ("Hello Ada, blue it is.", "stop")
     # The MCP tool got the client's content, with the schema's default filled in.
     assert tool_results(served.engine)[-1] == "accept: {'name': 'Ada', 'color': 'blue'}"
