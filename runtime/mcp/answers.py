@@ -113,11 +113,10 @@ class Answers:
             options["stop"] = list(params["stopSequences"])
         started = time.monotonic()
         completion = await engine.complete(config.adapter, messages, params=options)
-        emit = getattr(self._call(), "context", None)
-        emit = getattr(emit, "emit", None)
+        emit = getattr(getattr(self._call(), "context", None), "emit", None)
         if emit is not None:
             await emit(ev.ModelCalled(config.adapter, "sampling", completion.usage.to_dict(),
-                                           round(time.monotonic() - started, 6)))
+                                      round(time.monotonic() - started, 6)))
         logger.info("MCP server %r sampled %s (%d+%d tokens)", self.name, config.adapter,
                     completion.usage.prompt_tokens, completion.usage.completion_tokens)
         return {"role": "assistant", "content": {"type": "text", "text": completion.content},
@@ -142,6 +141,12 @@ class Answers:
         answer = {"action": "cancel"}  # the call ended before the person answered
         with _waiting(call):
             answer = dict(await ask(self.name, params))
+        context = getattr(call, "context", None)
+        if getattr(context, "emit", None) is not None:
+            await context.emit(ev.Elicited(context.adapter, context.call_id, self.name,
+                                           params.get("mode") or "form",
+                                           str(params.get("message", "")),
+                                           str(answer.get("action"))))
         if answer.get("action") == "accept" and params.get("mode", "form") == "form":
             answer["content"] = with_defaults(params.get("requestedSchema") or {},
                                               answer.get("content") or {})

@@ -6,7 +6,9 @@ scripted engine's next request shows), with the official ``openai`` client."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -92,6 +94,14 @@ def tool_results(engine) -> list[str]:
             if r["body"]["messages"][-1]["role"] == "tool"]
 
 
+def stored_events(store, user_text: str) -> list[tuple]:
+    """The recorded events of the turns whose user text is ``user_text``, once settled."""
+    settled_turns(store, user_text, 1)
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        return db.execute("SELECT events FROM turns WHERE user_text = ?",
+                          (user_text,)).fetchall()
+
+
 def check_form_call(call_id: str, name: str, arguments: str) -> None:
     assert name == "mcp_elicitation"
     assert call_id.startswith("call_L1_")
@@ -155,6 +165,11 @@ def test_chat_completions_client_answers_the_form(served, stream, answer_stream)
     assert (text, finish) == ("Hello Ada, blue it is.", "stop")
     # The MCP tool got the client's content, with the schema's default filled in.
     assert tool_results(served.engine)[-1] == "accept: {'name': 'Ada', 'color': 'blue'}"
+    # The turn's log tells of it (not of the content: that stays with the server).
+    [(events,)] = stored_events(served.store, f"form please ({stream}, {answer_stream})")
+    [elicited] = [e for e in json.loads(events) if e["type"] == "elicitation"]
+    assert (elicited["server"], elicited["mode"], elicited["action"]) == ("s", "form",
+                                                                          "accept")
     # The reply continues the conversation as any other: the next turn extends its view.
     history += [{"role": "tool", "tool_call_id": call_id, "content": ACCEPT},
                 {"role": "assistant", "content": text}]
