@@ -100,9 +100,11 @@ class Elicitations:
 
     async def _ask(self, head: Job, server: str, params: dict[str, Any]) -> dict[str, Any]:
         job = head.current()
-        if self.closing or not job.request.elicit or job.replied:
-            log.info("MCP server %r asked for input; declined (the client did not declare "
-                     "the %s tool)", server, TOOL)
+        why = ("the server is shutting down" if self.closing else
+               f"the client did not declare the {TOOL} tool" if not job.request.elicit else
+               "the reply is complete" if job.replied else "")
+        if why:
+            log.info("MCP server %r asked for input; declined (%s)", server, why)
             return {"action": "decline"}
         assert head.conversation is not None
         adapter = head.conversation.turns[-1].adapter
