@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ class Pending:
     params: dict[str, Any]
     head: Job
     """The first job of the suspended turn."""
+    until: float = math.inf
+    """When the wait for the answer ends (event-loop time)."""
     answer: dict[str, Any] | None = None
     answered: anyio.Event = field(default_factory=anyio.Event)
 
@@ -108,7 +111,8 @@ class Elicitations:
             return {"action": "decline"}
         assert head.conversation is not None
         adapter = head.conversation.turns[-1].adapter
-        pending = Pending(new_call_id(adapter), params, head)
+        pending = Pending(new_call_id(adapter), params, head,
+                          until=anyio.current_time() + self.wait)
         call = {"id": pending.call_id, "type": "function",
                 "function": {"name": TOOL, "arguments": json.dumps(arguments(server, params))}}
         self.pending[pending.call_id] = pending
@@ -160,9 +164,10 @@ class Elicitations:
         """409 when a turn of ``session_id`` is suspended: it would wait for the answer."""
         for pending in self.pending.values():
             if pending.head.session_id == session_id:
+                left = math.ceil(max(1.0, pending.until - anyio.current_time()))
                 raise ApiError(409, f"the conversation's turn waits for the client's answer "
                                f"to the {TOOL} call {pending.call_id!r}; answer it first",
-                               code="conversation_busy", headers={"Retry-After": "1"})
+                               code="conversation_busy", headers={"Retry-After": str(left)})
 
     def resume(self, pending: Pending, answer: dict[str, Any], job: Job) -> None:
         """Answer ``pending``: its turn goes on in ``job`` (409 when it ended meanwhile)."""

@@ -244,9 +244,11 @@ def test_a_malformed_answer_is_a_400_and_the_turn_still_waits(served):
             answer(bad)
         assert caught.value.body["param"] == "input[0].output"
         assert says in caught.value.body["message"]
-    # While it waits, the conversation is busy for a new turn.
-    with pytest.raises(openai.ConflictError):
+    # While it waits, the conversation is busy for a new turn (until the wait ends at most).
+    with pytest.raises(openai.ConflictError) as busy:
         client.responses.create(model="mol", previous_response_id=first.id, input="hello?")
+    assert busy.value.body["code"] == "conversation_busy"
+    assert 1 <= int(busy.value.response.headers["retry-after"]) <= 300
     assert answer(ACCEPT).output_text == "Hello Ada, blue it is."
 
 
