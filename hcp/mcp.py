@@ -102,8 +102,9 @@ class MCPServerConfig(Model):
     """Answer the server's sampling requests through the engine; unset: mol does not offer
     sampling to this server."""
     elicitation: Literal["ask", "decline"] = "ask"
-    """``ask``: the person answers (``mol chat`` asks at the terminal; without a person,
-    e.g. ``mol run`` or ``mol serve``, the request is declined); ``decline``: always decline."""
+    """``ask``: the person answers (``mol chat`` asks at the terminal; ``mol serve`` hands
+    the request to an API client that declares the ``mcp_elicitation`` tool; without a
+    person, e.g. ``mol run``, the request is declined); ``decline``: always decline."""
     roots: list[str] = Field(default_factory=list)
     """Folders offered to the server as roots (relative to the artifact), besides the
     sandbox workspace once the session has a sandbox."""

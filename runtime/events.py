@@ -135,6 +135,20 @@ class ToolProgress(Event):
 
 
 @dataclass(frozen=True)
+class Elicited(Event):
+    """An MCP server asked for input during a tool call, and what was answered
+    (``accept``, ``decline`` or ``cancel``; the content stays with the server)."""
+
+    adapter: str
+    call_id: str
+    server: str
+    mode: str
+    message: str
+    action: str
+    type: str = _kind("elicitation")
+
+
+@dataclass(frozen=True)
 class HookDecided(Event):
     """A hook allowed, blocked or rewrote a tool call, blocked or added context to a turn, or
     failed where it cannot block."""

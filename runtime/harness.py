@@ -80,6 +80,7 @@ class Harness:
         session_started: bool = False,
         tool_wrapper: ToolWrapper | None = None,
         call_ids: Callable[[str], str] | None = None,
+        elicit: Any = None,
     ) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
@@ -101,6 +102,7 @@ class Harness:
         """Whether ``SessionStart`` has run (the server's later requests of a conversation
         pass True: the session goes on in the same server)."""
         self.tool_wrapper = tool_wrapper
+        self.elicit = elicit  # the tools' ToolContext.elicit (the server sets one per turn)
         self.call_ids = call_ids
         """Issues tool call ids (``call_<adapter>_<hex>``); random ones when None. An eval
         episode numbers them, so that running it twice records the same bytes."""
@@ -329,7 +331,7 @@ class Harness:
 
         context = ToolContext(adapter=adapter, session_id=self.conversation.id,
                               artifact=self.artifact, resources=self.resources,
-                              sandbox_pool=self.sandbox_pool)
+                              sandbox_pool=self.sandbox_pool, elicit=self.elicit)
         return loop.LoopEnv(
             engine=self.engine, adapter=adapter, config=config, tools=tools,
             all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,

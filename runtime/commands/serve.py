@@ -28,6 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds a turn may take before it is cancelled (default 600)")
     parser.add_argument("--drain", type=float, default=10.0,
                         help="seconds turns in flight get to finish at shutdown (default 10)")
+    parser.add_argument("--elicitation-timeout", type=float, default=300.0,
+                        help="seconds a turn waits for the client's answer to an MCP "
+                        "server's request for input, then declines it (default 300)")
     parser.add_argument("--max-body", type=int, default=4 * 1024 * 1024,
                         help="largest request body in bytes (default 4 MiB)")
     parser.add_argument("--max-connections", type=int, default=512,
@@ -99,6 +102,7 @@ async def serve_async(args: argparse.Namespace) -> int:
                           engine_url=args.engine_url, max_body=args.max_body,
                           max_turns=args.max_turns, queue=args.queue,
                           queue_wait=args.queue_wait, deadline=args.deadline, drain=args.drain,
+                          elicitation_timeout=args.elicitation_timeout,
                           max_connections=args.max_connections,
                           header_timeout=args.header_timeout, body_timeout=args.body_timeout)
     await run_server(config, args.host, args.port)

@@ -12,9 +12,12 @@ these take and back.
   (so the turn's usage and token budget count it). Without ``sampling`` mol
   does not offer the capability; with ``allow = false`` it refuses, saying so.
 - **Elicitation** goes to the person: the call's ``ToolContext.elicit`` (``mol
-  chat`` asks at the terminal), else it is declined, as it is under
-  ``elicitation = "decline"``. Accepted form answers get the schema's defaults
-  for fields the person left out.
+  chat`` asks at the terminal; ``mol serve`` passes it to an API client that
+  declared the ``mcp_elicitation`` tool), else it is declined, as it is under
+  ``elicitation = "decline"``. A handshake-era request arrives off the call's
+  task: it goes to the most recent call in flight, and is declined when calls of
+  several sessions are in flight (it could be any of theirs). Accepted form
+  answers get the schema's defaults for fields the person left out.
 - **Roots** are the configured folders plus the sandbox workspace once the
   session has a sandbox (``list_changed`` is sent when that changes).
 - **Logs** of the server land on the ``mol.mcp.server.<name>`` logger.
@@ -26,11 +29,15 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from mol.runtime import events as ev
 
@@ -66,15 +73,26 @@ class Answers:
     @contextmanager
     def calling(self, context: Any) -> Iterator[None]:
         """Attribute server requests made during a tool call to that call's ``context``."""
-        token = _current.set(context)
-        self._calls.append(context)
+        call = _Call(context)
+        token = _current.set(call)
+        self._calls.append(call)
         try:
             yield
         finally:
-            self._calls.remove(context)
+            self._calls.remove(call)
             _current.reset(token)
+            for scope in call.asks:  # nobody waits for a person on behalf of an ended call
+                scope.cancel()
 
-    def _call(self) -> Any:
+    @staticmethod
+    def timed(deadline: Any) -> None:
+        """The deadline (a cancel scope) of the current call's request: it stops while a
+        person answers the server (``Connection.request``)."""
+        call = _current.get()
+        if call is not None:
+            call.deadline = deadline
+
+    def _call(self) -> _Call | None:
         # Handshake-era requests arrive on the connection's reader task, not the call's:
         # they belong to the most recent call in flight.
         return _current.get() or (self._calls[-1] if self._calls else None)
@@ -95,10 +113,10 @@ class Answers:
             options["stop"] = list(params["stopSequences"])
         started = time.monotonic()
         completion = await engine.complete(config.adapter, messages, params=options)
-        call = self._call()
-        if call is not None and getattr(call, "emit", None) is not None:
-            await call.emit(ev.ModelCalled(config.adapter, "sampling", completion.usage.to_dict(),
-                                           round(time.monotonic() - started, 6)))
+        emit = getattr(getattr(self._call(), "context", None), "emit", None)
+        if emit is not None:
+            await emit(ev.ModelCalled(config.adapter, "sampling", completion.usage.to_dict(),
+                                      round(time.monotonic() - started, 6)))
         logger.info("MCP server %r sampled %s (%d+%d tokens)", self.name, config.adapter,
                     completion.usage.prompt_tokens, completion.usage.completion_tokens)
         return {"role": "assistant", "content": {"type": "text", "text": completion.content},
@@ -108,13 +126,27 @@ class Answers:
     async def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
         """An ``ElicitResult`` for ``elicitation/create`` params (form or URL mode)."""
         call = self._call()
-        ask = getattr(call, "elicit", None) if call is not None else None
-        ask = ask or self.manager.elicit
+        ask = getattr(getattr(call, "context", None), "elicit", None)
+        # A request off the call's task, with calls of several sessions in flight, may be
+        # any of theirs: asking the most recent one's person could show it to someone else.
+        ambiguous = (_current.get() is None and
+                     len({getattr(c.context, "session_id", None) for c in self._calls}) > 1)
+        ask = None if ambiguous else ask or self.manager.elicit
         if self.config.elicitation == "decline" or ask is None:
             logger.info("MCP server %r asked for input; declined (%s)", self.name,
-                        "by policy" if self.config.elicitation == "decline" else "nobody to ask")
+                        "by policy" if self.config.elicitation == "decline" else
+                        "calls of several sessions are in flight" if ambiguous else
+                        "nobody to ask")
             return {"action": "decline"}
-        answer = dict(await ask(self.name, params))
+        answer = {"action": "cancel"}  # the call ended before the person answered
+        with _waiting(call):
+            answer = dict(await ask(self.name, params))
+        context = getattr(call, "context", None)
+        if getattr(context, "emit", None) is not None:
+            await context.emit(ev.Elicited(context.adapter, context.call_id, self.name,
+                                           params.get("mode") or "form",
+                                           str(params.get("message", "")),
+                                           str(answer.get("action"))))
         if answer.get("action") == "accept" and params.get("mode", "form") == "form":
             answer["content"] = with_defaults(params.get("requestedSchema") or {},
                                               answer.get("content") or {})
@@ -136,6 +168,40 @@ class Answers:
         source = f" [{params['logger']}]" if params.get("logger") else ""
         logging.getLogger(f"mol.mcp.server.{self.name}").log(
             level, "%s%s %s", self.name, source, params.get("data"))
+
+
+@dataclass(eq=False)
+class _Call:
+    """A tool call in flight, as the server's requests during it see it."""
+
+    context: Any
+    """The call's ``ToolContext`` (None for a call made without one)."""
+    deadline: Any = None
+    """The cancel scope bounding the call's request (``tool_timeout_sec``)."""
+    asks: set[Any] = field(default_factory=set)
+    """Cancel scopes of the waits for a person's answer made on the call's behalf."""
+
+
+@contextmanager
+def _waiting(call: _Call | None) -> Iterator[None]:
+    """While a person answers: the call's deadline stops (a person takes the time they
+    take; a client's answer has a bound of its own), and the call's end ends the wait."""
+    scope = anyio.CancelScope()
+    deadline = call.deadline if call is not None else None
+    held = deadline is not None and deadline.deadline != math.inf
+    left = deadline.deadline - anyio.current_time() if held else 0.0
+    if held:
+        deadline.deadline = math.inf
+    if call is not None:
+        call.asks.add(scope)
+    try:
+        with scope:
+            yield
+    finally:
+        if call is not None:
+            call.asks.discard(scope)
+        if held:
+            deadline.deadline = anyio.current_time() + left
 
 
 def sampling_messages(params: dict[str, Any]) -> list[dict[str, Any]]:

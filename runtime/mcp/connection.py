@@ -214,7 +214,9 @@ class Connection:
         scope = anyio.CancelScope()
         self._inflight.add(scope)
         try:
-            with anyio.fail_after(limit), scope:
+            with anyio.fail_after(limit) as deadline, scope:
+                if self.answers is not None:
+                    self.answers.timed(deadline)  # stopped while a person answers the server
                 return await awaitable
         except TimeoutError:
             raise MCPTimeout(f"MCP server {self.name!r}: {what} timed out after {limit:g}s "

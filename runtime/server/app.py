@@ -60,6 +60,9 @@ class ServerConfig:
     """Seconds a turn may take before it is cancelled (504)."""
     drain: float = 10.0
     """Seconds turns in flight get to finish at shutdown."""
+    elicitation_timeout: float = 300.0
+    """Seconds a turn suspended on an MCP server's request for input waits for the client's
+    ``mcp_elicitation`` answer, then declines (``mol.runtime.server.elicitation``)."""
     max_connections: int = 512
     """Connections open at once; one more is answered 503 and closed."""
     header_timeout: float = 10.0
@@ -135,7 +138,8 @@ def _lifespan(config: ServerConfig) -> Any:
                    drain=config.drain, lease=config.artifact.doc.session.lease,
                    queue=serving.queue if config.queue is None else config.queue,
                    queue_wait=serving.queue_wait if config.queue_wait is None
-                   else config.queue_wait, metrics=app.state.metrics) as runner,
+                   else config.queue_wait, metrics=app.state.metrics,
+                   elicit_wait=config.elicitation_timeout) as runner,
         ):
             app.state.metrics.attach(runner)
             for session_id, index in store.interrupted:

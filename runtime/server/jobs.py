@@ -44,6 +44,9 @@ class TurnRequest:
     """The client's sampling parameters for the answer hop (``mol.runtime.server.params``)."""
     handle: str | None = None
     """A name to cancel the turn by while its reply is not complete (a response id)."""
+    elicit: bool = False
+    """The client declared the ``mcp_elicitation`` tool: MCP servers' requests for input
+    reach it (``mol.runtime.server.elicitation``)."""
 
 
 class TurnCancelled(ApiError):
@@ -89,6 +92,33 @@ class Job:
     ``DELIVERY_WAIT``, so it never competes with the reply's end for the CPU."""
     render: Callable[[str], dict[str, Any]] | None = None
     """The reply's object in a given status (a Responses object), for ``cancel``."""
+    handed: bool = False
+    """The reply ended with an elicitation: the turn waits for the client's answer, and
+    this job holds no slot."""
+    next: Job | None = None
+    """The job of the request that answered that elicitation: the turn goes on in it."""
+    route: ev.RouteDecided | None = None
+    """The turn's last route decision (told again to the job it goes on in)."""
+    limit: anyio.CancelScope | None = None
+    """The turn's deadline (waits for elicitation answers do not count against it)."""
+
+    def chain(self) -> list[Job]:
+        """This job and the jobs its turn went on in, in order."""
+        jobs = [self]
+        while jobs[-1].next is not None:
+            jobs.append(jobs[-1].next)  # type: ignore[arg-type]
+        return jobs
+
+    def current(self) -> Job:
+        """The job the turn's events go to now (the last of ``chain``)."""
+        return self.chain()[-1]
+
+    def put(self, item: JobItem) -> None:
+        """Pass ``item`` to the reply reading this job (dropped when it went away)."""
+        try:
+            self.send.send_nowait(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the client went away; the turn still completes and is stored
 
     async def outcomes(self, keepalive: float | None = None
                        ) -> AsyncIterator[JobItem | KeepAlive]:

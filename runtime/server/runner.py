@@ -16,6 +16,12 @@ shortage of them pushes back on admission instead of piling up.
 
 A turn started with a ``handle`` (a response id) can be cancelled until its reply
 is complete: the harness marks it interrupted at a consistent point.
+
+A turn whose MCP server elicits input from a client that opted in
+(``mol.runtime.server.elicitation``) ends its reply with that request and waits,
+holding its lease but no slot; the request answering it becomes the next job of
+the turn (``Job.chain``): the rest of the turn's events, its outcome and its
+marks go to the jobs of the chain.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from mol.runtime.errors import (
 from mol.runtime.harness import Harness, TurnResult
 from mol.runtime.recorder import Recorder
 from mol.runtime.server.admission import Admission
+from mol.runtime.server.elicitation import WAIT, Elicitations, opted_in
 from mol.runtime.server.http import ApiError, engine_error
 from mol.runtime.server.jobs import DELIVERY_WAIT, Job, JobItem, TurnCancelled, TurnRequest
 from mol.runtime.server.leases import Leases, conflict
@@ -61,7 +68,8 @@ class Runner:
 
     def __init__(self, base: Harness, store: SessionStore, *, max_turns: int,
                  deadline: float, drain: float, lease: float = LEASE_SEC, queue: int = 0,
-                 queue_wait: float = 30.0, metrics: Any = None) -> None:
+                 queue_wait: float = 30.0, metrics: Any = None,
+                 elicit_wait: float = WAIT) -> None:
         self.base = base
         self.store = store
         self.max_turns = max_turns
@@ -85,6 +93,8 @@ class Runner:
         self._resources: OrderedDict[str, Resources] = OrderedDict()
         self._in_use: dict[str, int] = {}
         """Turns running per conversation: their resources are never closed."""
+        self.elicitations = Elicitations(self._hand_over, elicit_wait)
+        """Turns suspended on an MCP server's request for input, waiting for their client."""
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
@@ -96,7 +106,9 @@ class Runner:
 
     async def __aexit__(self, *exc: Any) -> None:
         """Drain: turns in flight get ``drain`` seconds, then are cancelled (and marked
-        interrupted by the harness's shielded checkpoint)."""
+        interrupted by the harness's shielded checkpoint); suspended elicitations are
+        cancelled first."""
+        self.elicitations.close()
         with anyio.move_on_after(self.drain):
             await self._idle.wait()
         assert self._group is not None
@@ -109,12 +121,23 @@ class Runner:
 
     async def start(self, request: TurnRequest) -> Job:
         """Start a turn once a slot is free (waiting in line for one); 429 when the line is
-        full or the wait runs out."""
+        full or the wait runs out. A request answering a suspended elicitation goes on
+        with that turn (``mol.runtime.server.elicitation``)."""
+        request.client_tools, request.elicit = opted_in(request.client_tools)
+        answering = self.elicitations.claim(request)
         await self.admission.enter()
         send, receive = anyio.create_memory_object_stream[JobItem](math.inf)
         job = Job(request, send, receive)
+        if answering is not None:
+            try:
+                self.elicitations.resume(*answering, job)
+            except ApiError:
+                self.admission.leave()
+                raise
         if request.handle is not None:
             self._handles[request.handle] = job
+        if answering is not None:
+            return job
         self.active += 1
         self._idle = anyio.Event()
         assert self._group is not None
@@ -134,6 +157,14 @@ class Runner:
         job = self._named.pop(key, None)
         if job is not None and key in job.keys:
             job.keys.remove(key)
+
+    def _hand_over(self, job: Job) -> None:
+        """``job``'s reply ends with an elicitation: its turn waits for the client's answer
+        holding no turn slot, so that it holds up no other turn."""
+        job.handed = True
+        self.admission.leave()
+        if job.request.handle is not None:
+            self._handles.pop(job.request.handle, None)
 
     async def _replied(self, job: Job) -> None:
         """The reply is complete: trade the turn slot for a background slot."""
@@ -171,51 +202,55 @@ class Runner:
         request = job.request
         held: list[str] = []
         try:
-            with job.scope, anyio.fail_after(self.deadline):
+            with job.scope, anyio.fail_after(self.deadline) as job.limit:
                 conversation = await self._conversation(request, held)
                 job.session_id, job.conversation = conversation.id, conversation
                 result = await self._turn(conversation, request, job)
-                job.mark = mark_of(conversation)
-                for key in list(job.keys):
-                    if key in job.keys:  # not forgotten meanwhile
-                        await self.store.put_mark(key, conversation.id, job.mark)
-            _send(job, TurnCancelled() if job.scope.cancelled_caught else result)
+                mark = mark_of(conversation)
+                for each in job.chain():  # the requests the turn answered, in order
+                    each.mark = mark
+                    for key in list(each.keys):
+                        if key in each.keys:  # not forgotten meanwhile
+                            await self.store.put_mark(key, conversation.id, mark)
+            job.current().put(TurnCancelled() if job.scope.cancelled_caught else result)
         except ApiError as exc:
-            _send(job, exc)
+            job.current().put(exc)
         except SessionConflict as exc:
-            _send(job, conflict(exc))
+            job.current().put(conflict(exc))
         except TimeoutError:
-            _send(job, ApiError(504, f"the turn exceeded the server's deadline of "
-                                     f"{self.deadline:g} s", code="deadline"))
+            job.current().put(ApiError(504, f"the turn exceeded the server's deadline of "
+                                       f"{self.deadline:g} s", code="deadline"))
         except EngineError as exc:
             if self.metrics is not None:
                 self.metrics.engine_error(exc)
-            _send(job, engine_error(exc))
+            job.current().put(engine_error(exc))
         except ConversationError as exc:
-            _send(job, ApiError(400, str(exc), param=request.where))
+            job.current().put(ApiError(400, str(exc), param=request.where))
         except MolError as exc:
             log.warning("turn failed: %s", exc)
-            _send(job, ApiError(500, str(exc)))
+            job.current().put(ApiError(500, str(exc)))
         except Exception as exc:
             log.exception("turn failed")
-            _send(job, ApiError(500, f"internal error: {type(exc).__name__}"))
+            job.current().put(ApiError(500, f"internal error: {type(exc).__name__}"))
         finally:
             await self._end(job, held)
 
     async def _end(self, job: Job, held: list[str]) -> None:
-        for key in job.keys:
+        jobs = job.chain()
+        for key in [key for each in jobs for key in each.keys]:
             self._named.pop(key, None)
         try:
             for session_id in held:
                 await self.leases.give(session_id)
         finally:
-            job.send.close()
-            if job.replied:
-                self._background.release_on_behalf_of(job)
-            else:
-                self.admission.leave()
-                if job.request.handle is not None:
-                    self._handles.pop(job.request.handle, None)
+            for each in jobs:
+                each.send.close()
+                if each.replied:
+                    self._background.release_on_behalf_of(each)
+                elif not each.handed:
+                    self.admission.leave()
+                    if each.request.handle is not None:
+                        self._handles.pop(each.request.handle, None)
             self.active -= 1
             if self.active == 0:
                 self._idle.set()
@@ -243,18 +278,21 @@ class Runner:
             conversation=conversation, approve=None,
             checkpoint=recorder.checkpoint if request.persist else None,
             resources=resources, sandbox_pool=base.sandbox_pool,
-            session_started=bool(conversation.turns))
+            session_started=bool(conversation.turns), elicit=self.elicitations.asker(job))
 
         meter = self.metrics.turn() if self.metrics is not None else None
 
         async def forward(event: ev.Event) -> None:
             if meter is not None:
                 meter(event)
-            _send(job, event)
+            if isinstance(event, ev.RouteDecided):
+                job.route = event
+            job.current().put(event)
             if isinstance(event, ev.Answered | ev.ClientToolsRequested):
-                await self._replied(job)
+                replying = job.current()
+                await self._replied(replying)
                 with anyio.move_on_after(DELIVERY_WAIT):  # the reply's end goes out first
-                    await job.delivered.wait()
+                    await replying.delivered.wait()
 
         on_event = recorder.observe(forward)
         if request.tool_results is not None:
@@ -330,6 +368,7 @@ class Runner:
     # -- locks and resources ----------------------------------------------------------------
 
     async def _acquire(self, session_id: str, held: list[str]) -> None:
+        self.elicitations.check_free(session_id)
         for other in list(held):
             await self.leases.give(other)
             held.remove(other)
@@ -355,9 +394,3 @@ class Runner:
             with anyio.CancelScope(shield=True):  # popped: nobody else would close it
                 await closing.aclose()
 
-
-def _send(job: Job, item: JobItem) -> None:
-    try:
-        job.send.send_nowait(item)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass  # the client went away; the turn still completes and is stored

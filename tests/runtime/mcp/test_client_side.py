@@ -99,6 +99,61 @@ async def test_elicitation_goes_to_the_asker_with_defaults_or_is_declined(tmp_pa
     assert declined.content == "decline: None" and headless.content == "decline: None"
 
 
+async def test_elicitation_amid_calls_of_several_sessions_is_declined(tmp_path, call_log):
+    """A handshake-era request cannot say which call it belongs to: with another session's
+    call in flight on the same server, asking the most recent caller could show one
+    session's form to another's person."""
+    asked = []
+
+    async def ask(server: str, request: dict) -> dict:
+        asked.append(request["message"])
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    mine = ToolContext(adapter="L1", session_id="conv_mine", elicit=ask)
+    async with MCPManager(load(tmp_path, {"s": stdio_server("--legacy")})) as mcp:
+        async with anyio.create_task_group() as group:
+            group.start_soon(mcp.call, "L1", "mcp__s__hang", {"seconds": 30},
+                             ToolContext(adapter="L1", session_id="conv_other"))
+            await wait_for(lambda: "call hang" in call_log.read_text(), within=60)
+            amid = await mcp.call("L1", "mcp__s__ask_user", {}, mine)
+            group.cancel_scope.cancel()
+        alone = await mcp.call("L1", "mcp__s__ask_user", {}, mine)
+    assert amid.content == "decline: None"
+    assert alone.content == "accept: {'name': 'Ada', 'color': 'blue'}"
+    assert asked == ["What is your name?"]
+
+
+async def test_a_persons_answer_stops_the_calls_clock_and_ends_with_the_call(tmp_path):
+    """The person may take longer than ``tool_timeout_sec``: that time does not count. A
+    call that ends (cancelled with its turn) ends the wait for the person too."""
+    asked, ended = anyio.Event(), anyio.Event()
+
+    async def slow(server: str, request: dict) -> dict:
+        await anyio.sleep(4)  # past the call's 3 s
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async def forever(server: str, request: dict) -> dict:
+        asked.set()
+        try:
+            await anyio.sleep(3600)
+        finally:
+            ended.set()
+        return {"action": "decline"}
+
+    servers = {"s": stdio_server("--legacy", tool_timeout_sec=3)}
+    async with MCPManager(load(tmp_path, servers)) as mcp:
+        slowly = await mcp.call("L1", "mcp__s__ask_user", {},
+                                ToolContext(adapter="L1", elicit=slow))
+        async with anyio.create_task_group() as group:
+            group.start_soon(mcp.call, "L1", "mcp__s__ask_user", {},
+                             ToolContext(adapter="L1", elicit=forever))
+            await asked.wait()
+            group.cancel_scope.cancel()  # the turn is cancelled while the person thinks
+        with anyio.fail_after(10):
+            await ended.wait()
+    assert slowly.content == "accept: {'name': 'Ada', 'color': 'blue'}"
+
+
 async def test_roots_are_the_configured_folders_then_the_sandbox_workspace(tmp_path):
     (tmp_path / "docs").mkdir()
     async with MCPManager(load(tmp_path, {"s": stdio_server("--legacy", roots=["docs"])})) as mcp:

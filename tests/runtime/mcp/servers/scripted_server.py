@@ -168,6 +168,14 @@ async def ask_user(ctx: Context) -> str:
 
 
 @server.tool()
+async def ask_url(ctx: Context) -> str:
+    """Send the person to a page (elicitation, URL mode)."""
+    answer = await ctx.elicit_url("Sign in to the store", "https://store.example/sign-in?s=7",
+                                  "elic-7")
+    return f"url {answer.action}"
+
+
+@server.tool()
 async def show_roots(ctx: Context) -> str:
     """The client's roots."""
     result = await ctx.request_context.session.list_roots()
