@@ -205,9 +205,11 @@ async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
 
     stopped = "agent_timeout"
     try:
+        # Orphans are collected once per run (the runner, the Ray worker), not per episode.
         async with open_runtime(artifact, engine=engine, plugins=plugins,
                                 resources=resources, call_ids=numbered_ids(),
-                                tool_wrapper=recorder.wrap_tools if recorder else None) as h:
+                                tool_wrapper=recorder.wrap_tools if recorder else None,
+                                collect_orphans=False) as h:
             with anyio.move_on_after(task.config.agent_timeout):
                 turn = await h.turn(task.instruction, adapter=adapter, on_event=on_event)
                 stopped = f"{turn.stopped}:{turn.adapter}" if turn.stopped else ""
