@@ -51,14 +51,13 @@ class Verdict:
 
 async def verify(sandbox: Any, task: Task) -> Verdict:
     """Run ``task``'s verifier in ``sandbox`` (after the agent) and judge the reward."""
-    await sandbox.run("rm -rf /tests/* /tests/.[!.]* /logs/verifier; mkdir -p /logs/verifier "
-                      "/logs/agent", timeout=60)
-    await sandbox.upload("/tests", folder_entries(task.path / "tests"))
-    # One command runs the tests, then lists the reward files after a line of its own
-    # (the last such line: the tests' output all comes before it, as ``tee`` ends only
-    # when every writer to its pipe has): one shell round trip fewer per episode. It
-    # exits with the tests' status.
-    command = (f"( cd {shlex.quote(sandbox.workspace)} && ( set -o pipefail; {CLEAN_ENV} bash "
+    await sandbox.upload("/tests", folder_entries(task.path / "tests"), clear=True)
+    # One command empties /logs/verifier, runs the tests, then lists the reward files
+    # after a line of its own (the last such line: the tests' output all comes before
+    # it, as ``tee`` ends only when every writer to its pipe has): with the upload, two
+    # shell round trips per episode instead of four. It exits with the tests' status.
+    command = ("( rm -rf /logs/verifier; mkdir -p /logs/verifier /logs/agent; "
+               f"cd {shlex.quote(sandbox.workspace)} && ( set -o pipefail; {CLEAN_ENV} bash "
                "/tests/test.sh 2>&1 | tee /logs/verifier/test-stdout.txt ); __mol_status=$?; "
                f"printf '\\n%s\\n' {_SPLIT}; {_READ_REWARD}; exit $__mol_status )")
     timeout = task.config.verifier_timeout

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -57,12 +58,15 @@ class Sandbox:
 
     ``mounts``: more writable folders besides the workspace and ``/tmp`` (an eval task's
     ``/tests`` and ``/logs``). ``seed``: copy what the image holds at the workspace path
-    into the workspace (the workspace volume hides it otherwise).
+    into the workspace (the workspace volume hides it otherwise). ``image``: the image's
+    inspect data, when the caller has it already (one Docker call fewer).
     """
 
     def __init__(self, config: SandboxConfig | None = None, *, session_id: str | None = "",
-                 mounts: Sequence[str] = (), seed: bool = False) -> None:
+                 mounts: Sequence[str] = (), seed: bool = False,
+                 image: dict[str, Any] | None = None) -> None:
         self.config = config or SandboxConfig()
+        self._image = image
         self.session_id = session_id
         """The session it belongs to; ``None`` for a pool's sandbox nobody has taken yet."""
         self.mounts = tuple(mounts)
@@ -98,8 +102,8 @@ class Sandbox:
         """Create and start the container, then open its control and command shells."""
         from mol.sandboxes.users import resolve_user
 
-        image = await docker.call(docker.inspect_image, self.config.image,
-                                  what=f"inspect image {self.config.image}")
+        image = self._image or await docker.call(docker.inspect_image, self.config.image,
+                                                 what=f"inspect image {self.config.image}")
         self.uid, self.gid = await resolve_user(self.config, image)
         token = Shell.new_token()
         if self.config.egress == "allowlist":
@@ -334,22 +338,28 @@ class Sandbox:
         result = await self.run(command, timeout=60)
         return None if result.dropped_bytes else files.shell_done(result.output)
 
-    async def upload(self, folder: str, entries: Iterable[tuple[str, bytes, int]]) -> None:
+    async def upload(self, folder: str, entries: Iterable[tuple[str, bytes, int]], *,
+                     clear: bool = False) -> None:
         """Put files ``(path relative to folder, bytes, mode)`` into ``folder``: the workspace,
-        one of the ``mounts``, or a folder inside one (created as needed)."""
+        one of the ``mounts``, or a folder inside one (created as needed). ``clear``: empty
+        ``folder`` first (as the sandbox user, in the same shell command when it can)."""
         root = next((r for r in (self.workspace, *self.mounts) if files.inside(r, folder)), None)
         if root is None:
             raise PathEscape(f"{folder}: not inside the workspace or a mount of the sandbox")
         prefix = files.confine(root, folder)
         items = [("/".join([*prefix, *files.confine(root, relative)]), data, mode)
                  for relative, data, mode in entries]
+        quoted = shlex.quote("/".join([root.rstrip("/"), *prefix]))
+        wipe = f"rm -rf -- {quoted}/* {quoted}/.[!.]*; " if clear else ""
         if sum(len(data) for _, data, _ in items) <= SHELL_UPLOAD_BYTES:
             # Docker unpacks every archive in a process of its own (~0.1 s); a few small
             # files go through the shell in a millisecond.
-            result = await self.run(files.shell_upload(root, items), timeout=60)
+            result = await self.run(wipe + files.shell_upload(root, items), timeout=60)
             if result.exit_code != 0:
                 raise SandboxError(f"cannot upload files to {folder}: {result.output[-500:]}")
             return
+        if wipe:
+            await self.run(wipe, timeout=60)
         await docker.call(docker.put_archive, self.id, root,
                           files.pack_tree(items, uid=self.uid, gid=self.gid),
                           what=f"upload files to {folder}")
