@@ -127,14 +127,14 @@ async def _episode(task: Task, artifact: Any, result: Episode, recorder: Recorde
     from mol.sandboxes.sandbox import Sandbox
 
     image = image or artifact.doc.sandbox.image
-    workdir = None
+    info = None
     if task.environment is not None:
         info = await docker.call(docker.inspect_image, image, what=f"inspect image {image}")
-        workdir = (info.get("Config") or {}).get("WorkingDir") or None
+    workdir = ((info or {}).get("Config") or {}).get("WorkingDir") or None
     config = sandbox_config(artifact.doc.sandbox, task, image, workdir)
     mounts = (*MOUNTS, "/solution") if result.agent == "oracle" else MOUNTS
     async with Sandbox(config, session_id=f"eval-{task.name}-{result.epoch}", mounts=mounts,
-                       seed=task.environment is not None) as raw:
+                       seed=task.environment is not None, image=info) as raw:
         sandbox: Any = raw if recorder is None else RecordingSandbox(raw, recorder)
         clock = time.perf_counter()
         try:
@@ -205,9 +205,11 @@ async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
 
     stopped = "agent_timeout"
     try:
+        # Orphans are collected once per run (the runner, the Ray worker), not per episode.
         async with open_runtime(artifact, engine=engine, plugins=plugins,
                                 resources=resources, call_ids=numbered_ids(),
-                                tool_wrapper=recorder.wrap_tools if recorder else None) as h:
+                                tool_wrapper=recorder.wrap_tools if recorder else None,
+                                collect_orphans=False) as h:
             with anyio.move_on_after(task.config.agent_timeout):
                 turn = await h.turn(task.instruction, adapter=adapter, on_event=on_event)
                 stopped = f"{turn.stopped}:{turn.adapter}" if turn.stopped else ""

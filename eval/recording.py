@@ -255,11 +255,14 @@ class RecordingSandbox:
             {"op": "write_file", "path": path, "bytes": len(data), "sha256": _digest(data)},
             self._sandbox.write_file(path, data, **options), lambda where: {"where": where})
 
-    async def upload(self, folder: str, entries: list[tuple[str, bytes, int]]) -> None:
-        """``Sandbox.upload``, recorded by file names and digests."""
+    async def upload(self, folder: str, entries: list[tuple[str, bytes, int]], *,
+                     clear: bool = False) -> None:
+        """``Sandbox.upload``, recorded by file names and digests (and ``clear`` when set)."""
         files = [{"path": p, "bytes": len(d), "sha256": _digest(d)} for p, d, _ in entries]
-        await self._recorded({"op": "upload", "folder": folder, "files": files},
-                             self._sandbox.upload(folder, entries), lambda _: {})
+        op = {"op": "upload", "folder": folder, "files": files, **({"clear": True} if clear
+                                                                    else {})}
+        await self._recorded(op, self._sandbox.upload(folder, entries, clear=clear),
+                             lambda _: {})
 
 
 def _command(result: Any) -> dict[str, Any]:

@@ -111,9 +111,11 @@ class Worker:
     async def _clean(self, notes: list[str]) -> None:
         if self.cleaned:
             return
+        from mol.runtime.mcp.server import collect_orphan_servers
         from mol.sandboxes.owner import gc_orphans
 
         removed = await gc_orphans()
+        await collect_orphan_servers()  # episodes open their runtimes without collecting
         self.cleaned = True
         if removed:
             notes.append(f"removed {len(removed)} sandbox(es) left by a process that died")

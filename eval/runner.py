@@ -193,12 +193,15 @@ def _backend(options: RunOptions, todo: list[tuple[Task, int]], progress: Progre
 async def _local(options: RunOptions, todo: list[tuple[Task, int]],
                  progress: Progress, model: str) -> AsyncIterator[RunOne]:
     """Episodes in this process's task group, sharing one engine and one plugin manager."""
+    from mol.runtime.mcp.server import collect_orphan_servers
     from mol.sandboxes.owner import gc_orphans
 
     artifact = options.artifact
+    # Once per run, not per episode: episodes open their runtimes with collect_orphans off.
     removed = await gc_orphans()
     if removed:
         progress.note(f"removed {len(removed)} sandbox(es) left by a run that died")
+    await collect_orphan_servers()
     images = await _images(sorted({task.name: task for task, _ in todo}.values(),
                                   key=lambda t: t.name), artifact, progress)
 

@@ -1,7 +1,8 @@
 """The composition root: everything a conversation needs, opened and closed together.
 
 ``open_runtime`` removes sandboxes and MCP server processes orphaned by dead
-runtimes (in the background), starts the embedded engine when the artifact asks for it and
+runtimes (in the background; a caller that did so already, like ``mol eval run`` once
+per run, passes ``collect_orphans=False``), starts the embedded engine when the artifact asks for it and
 none answers, loads the plugins, starts the MCP servers the artifact declares
 (in the background), opens the warm sandbox pool when ``[sandbox] pool_size``
 asks for one, and yields a ready ``Harness``.
@@ -54,6 +55,7 @@ async def open_runtime(
     resources: Any = None,
     tool_wrapper: Any = None,
     call_ids: Any = None,
+    collect_orphans: bool = True,
 ) -> AsyncIterator[Harness]:
     """A ready harness for ``artifact``; closes every resource it opened on exit.
 
@@ -61,12 +63,13 @@ async def open_runtime(
     groups of the background task groups. ``elicit`` answers MCP servers' requests for
     input (``ToolContext.elicit``'s shape); without it they are declined. ``resources``
     (a ``Resources``) may come pre-seeded, e.g. with the sandbox an eval episode owns;
-    ``tool_wrapper`` and ``call_ids`` go to the ``Harness``.
+    ``tool_wrapper`` and ``call_ids`` go to the ``Harness``. ``collect_orphans=False``
+    skips the orphan collection (a Docker listing and a scan of ``/proc``).
     """
     extra = {"resources": resources, "tool_wrapper": tool_wrapper, "call_ids": call_ids}
     try:
         async with _opened(artifact, engine_url, conversation, approve, checkpoint, plugins,
-                           engine, elicit, extra) as harness:
+                           engine, elicit, extra, collect_orphans) as harness:
             yield harness
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
@@ -80,10 +83,12 @@ async def open_runtime(
 @asynccontextmanager
 async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
                   approve: Any, checkpoint: Any, plugins: Any,
-                  engine: Any, elicit: Any, extra: dict[str, Any]) -> AsyncIterator[Harness]:
+                  engine: Any, elicit: Any, extra: dict[str, Any],
+                  collect_orphans: bool = True) -> AsyncIterator[Harness]:
     async with AsyncExitStack() as stack:
         background = await stack.enter_async_context(anyio.create_task_group())
-        background.start_soon(_collect_orphan_sandboxes)
+        if collect_orphans:
+            background.start_soon(_collect_orphan_sandboxes)
         if plugins is None:
             from mol.plugins.manager import PluginManager
 
@@ -102,7 +107,7 @@ async def _opened(artifact: Artifact, engine_url: str | None, conversation: Any,
             # Servers start in the background: the first turn waits only for the
             # servers its adapter sees. The manager also ends servers a dead runtime left.
             toolsets.append(await stack.enter_async_context(MCPManager(artifact, elicit=elicit)))
-        else:
+        elif collect_orphans:
             from mol.runtime.mcp.server import collect_orphan_servers
 
             background.start_soon(collect_orphan_servers)

@@ -1,7 +1,9 @@
 """Paths confined to the workspace, and the tar archives files travel in.
 
-Files never pass through the shell: they go in and out as tar archives over
-the Docker API. A path is accepted when it names something inside the
+Files go in and out as tar archives over the Docker API or, when small, through
+the sandbox's shell as base64 (``shell_upload``, ``shell_write``, ``shell_read``): the
+archive API starts a process in the Docker engine for each call (~50 ms of CPU), the
+shell takes a few milliseconds. A path is accepted when it names something inside the
 workspace: relative paths are taken from the workspace, absolute ones must lie
 in it, and ``..`` is refused outright. Symlinks are checked component by
 component with Docker's path stat (which reports a link's fully resolved
@@ -135,6 +137,36 @@ def shell_upload(root: str, entries: list[tuple[str, bytes, int]]) -> str:
                   f"chmod {mode & 0o7777:o} {target}"]
     lines.append(")")
     return "\n".join(lines)
+
+
+DONE = "__mol_file_done__"
+"""What a ``shell_write`` / ``shell_read`` command prints last when it succeeded (no
+base64 text contains an underscore)."""
+
+
+def shell_write(target: str, data: bytes, mode: int) -> str:
+    """A bash command writing one file (its folders too, 0755) as the user running it,
+    printing ``DONE``; it leaves ``$?`` as the previous command left it."""
+    quoted = shlex.quote(target)
+    return (f"( __mol_status=$?; umask 022; command mkdir -p -- \"$(command dirname -- "
+            f"{quoted})\" && command base64 -d > {quoted} <<'__mol_upload__' && "
+            f"command chmod {mode & 0o7777:o} -- {quoted} && builtin printf '%s\\n' {DONE}\n"
+            f"{base64.encodebytes(data).decode('ascii')}__mol_upload__\n"
+            "exit $__mol_status )")
+
+
+def shell_read(path: str) -> str:
+    """A bash command printing one file in base64, then ``DONE`` on a line of its own;
+    it leaves ``$?`` as the previous command left it."""
+    return (f"( __mol_status=$?; command base64 -w 0 -- {shlex.quote(path)} && "
+            f"builtin printf '\\n%s\\n' {DONE}; exit $__mol_status )")
+
+
+def shell_done(output: str) -> str | None:
+    """The output of a ``shell_write`` / ``shell_read`` command before ``DONE``, or
+    ``None`` when it did not get there."""
+    body, marker, rest = output.rpartition(DONE)
+    return body if marker and rest.strip() == "" else None
 
 
 def shell_untar(folder: str, archive: bytes) -> str:

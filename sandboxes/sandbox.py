@@ -14,8 +14,10 @@ remove it at the next start.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -37,7 +39,8 @@ STARTUP_DEADLINE = 30.0
 """Seconds a new shell may take to answer its first command."""
 
 SHELL_UPLOAD_BYTES = 256 << 10
-"""Uploads up to this size are written through the shell rather than a Docker archive."""
+"""Uploads and file writes up to this size go through the shell rather than a Docker
+archive (small reads too, within ``max_output_bytes``)."""
 
 MAX_SEED_BYTES = 512 << 20
 """Largest image folder copied into a new sandbox's workspace (``seed=True``)."""
@@ -55,12 +58,15 @@ class Sandbox:
 
     ``mounts``: more writable folders besides the workspace and ``/tmp`` (an eval task's
     ``/tests`` and ``/logs``). ``seed``: copy what the image holds at the workspace path
-    into the workspace (the workspace volume hides it otherwise).
+    into the workspace (the workspace volume hides it otherwise). ``image``: the image's
+    inspect data, when the caller has it already (one Docker call fewer).
     """
 
     def __init__(self, config: SandboxConfig | None = None, *, session_id: str | None = "",
-                 mounts: Sequence[str] = (), seed: bool = False) -> None:
+                 mounts: Sequence[str] = (), seed: bool = False,
+                 image: dict[str, Any] | None = None) -> None:
         self.config = config or SandboxConfig()
+        self._image = image
         self.session_id = session_id
         """The session it belongs to; ``None`` for a pool's sandbox nobody has taken yet."""
         self.mounts = tuple(mounts)
@@ -96,8 +102,8 @@ class Sandbox:
         """Create and start the container, then open its control and command shells."""
         from mol.sandboxes.users import resolve_user
 
-        image = await docker.call(docker.inspect_image, self.config.image,
-                                  what=f"inspect image {self.config.image}")
+        image = self._image or await docker.call(docker.inspect_image, self.config.image,
+                                                 what=f"inspect image {self.config.image}")
         self.uid, self.gid = await resolve_user(self.config, image)
         token = Shell.new_token()
         if self.config.egress == "allowlist":
@@ -286,6 +292,12 @@ class Sandbox:
         if not where.is_file:
             kind = "a directory" if where.is_dir else "not a regular file"
             raise SandboxError(f"{path}: {kind}")
+        size = where.stat.get("size", -1) if where.stat else -1
+        if 0 <= size <= min(limit, self.config.max_output_bytes * 3 // 4 - 64):
+            text = await self._via_shell(files.shell_read(where.existing))
+            with contextlib.suppress(ValueError):  # not base64: fall back to the archive
+                if text is not None:
+                    return base64.b64decode(text.strip(), validate=True)
         archive, _ = await docker.call(docker.get_archive, self.id, where.existing, limit + 4096,
                                        what=f"read {path}")
         return files.unpack(archive, path)
@@ -307,27 +319,47 @@ class Sandbox:
             folder, parts, mode = where.existing, where.missing, 0o644 if mode is None else mode
         else:
             raise SandboxError(f"{path}: {where.existing} is not a directory")
+        target = f"{folder}/{'/'.join(parts)}"
+        if len(data) <= SHELL_UPLOAD_BYTES and \
+                await self._via_shell(files.shell_write(target, data, mode)) is not None:
+            return target
         archive = files.pack(parts, data, uid=self.uid, gid=self.gid, mode=mode)
         await docker.call(docker.put_archive, self.id, folder or "/", archive,
                           what=f"write {path}")
-        return f"{folder}/{'/'.join(parts)}"
+        return target
 
-    async def upload(self, folder: str, entries: Iterable[tuple[str, bytes, int]]) -> None:
+    async def _via_shell(self, command: str) -> str | None:
+        """The output of a ``files.shell_write`` / ``shell_read`` command, ``None`` when it
+        failed (no such tool in the image, no permission) or the shell is not idle (a
+        command running, a sandbox to replace): the caller then uses Docker's archive API,
+        which starts a process of its own for each call (~50 ms of CPU)."""
+        if self._lock.locked() or self._lost or not (self._shell and self._shell.alive):
+            return None
+        result = await self.run(command, timeout=60)
+        return None if result.dropped_bytes else files.shell_done(result.output)
+
+    async def upload(self, folder: str, entries: Iterable[tuple[str, bytes, int]], *,
+                     clear: bool = False) -> None:
         """Put files ``(path relative to folder, bytes, mode)`` into ``folder``: the workspace,
-        one of the ``mounts``, or a folder inside one (created as needed)."""
+        one of the ``mounts``, or a folder inside one (created as needed). ``clear``: empty
+        ``folder`` first (as the sandbox user, in the same shell command when it can)."""
         root = next((r for r in (self.workspace, *self.mounts) if files.inside(r, folder)), None)
         if root is None:
             raise PathEscape(f"{folder}: not inside the workspace or a mount of the sandbox")
         prefix = files.confine(root, folder)
         items = [("/".join([*prefix, *files.confine(root, relative)]), data, mode)
                  for relative, data, mode in entries]
+        quoted = shlex.quote("/".join([root.rstrip("/"), *prefix]))
+        wipe = f"rm -rf -- {quoted}/* {quoted}/.[!.]*; " if clear else ""
         if sum(len(data) for _, data, _ in items) <= SHELL_UPLOAD_BYTES:
             # Docker unpacks every archive in a process of its own (~0.1 s); a few small
             # files go through the shell in a millisecond.
-            result = await self.run(files.shell_upload(root, items), timeout=60)
+            result = await self.run(wipe + files.shell_upload(root, items), timeout=60)
             if result.exit_code != 0:
                 raise SandboxError(f"cannot upload files to {folder}: {result.output[-500:]}")
             return
+        if wipe:
+            await self.run(wipe, timeout=60)
         await docker.call(docker.put_archive, self.id, root,
                           files.pack_tree(items, uid=self.uid, gid=self.gid),
                           what=f"upload files to {folder}")

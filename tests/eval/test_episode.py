@@ -83,6 +83,12 @@ def test_the_verifier_decides_pass_fail_and_error(task_factory: Callable[..., Pa
     task_factory("bad-reward", solve="true", test="echo many > /logs/verifier/reward.txt")
     task_factory("planted", solve="mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt",
                  test="echo 0 > /logs/verifier/other.txt")
+    task_factory("planted-tests", solve="echo x > /tests/.planted",
+                 test="[ -e /tests/.planted ] && exit 4; echo 1 > /logs/verifier/reward.txt")
+    # What the tests print cannot pass for the reward files' listing that follows them.
+    task_factory("forged-listing", solve="true", test="printf '\\n__mol_verifier_rewards__"
+                 "\\n=== reward.txt\\n1\\n'; echo '{\"reward\": 0}' > "
+                 "/logs/verifier/reward.json")
     hcp = tmp_path / "mol.toml"
     hcp.write_text(HCP)
     code, _, err = mol(capsys, "eval", "run", tmp_path / "suite", "--hcp", hcp, "--agent",
@@ -99,8 +105,11 @@ def test_the_verifier_decides_pass_fail_and_error(task_factory: Callable[..., Pa
     assert found["no-reward"][:2] == ("error", "verifier")
     assert "wrote no reward" in found["no-reward"][2]
     assert found["bad-reward"] == ("error", "verifier", "reward.txt holds 'many', not a number")
-    # A reward the agent planted before the verifier ran does not count.
+    # A reward the agent planted before the verifier ran does not count, nor do files it
+    # left in /tests.
     assert found["planted"][:2] == ("error", "verifier")
+    assert found["planted-tests"] == ("pass", "", "")
+    assert found["forged-listing"] == ("fail", "reward", "reward 0 < 1")
 
 
 def test_budgets_fail_with_their_reason_and_engine_errors_are_errors(

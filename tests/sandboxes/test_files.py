@@ -1,12 +1,15 @@
-"""Files travel as tar archives over the Docker API, confined to the workspace."""
+"""Files travel through the shell (small ones) or as tar archives over the Docker API,
+confined to the workspace."""
 
 from __future__ import annotations
 
 import os
 
+import anyio
 import pytest
 
 from mol.runtime.errors import PathEscape, SandboxError
+from mol.sandboxes import docker
 from mol.sandboxes.sandbox import Sandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -34,6 +37,42 @@ async def test_written_files_belong_to_the_user_and_can_be_edited_by_the_shell(
     assert (await sandbox.run("stat -c %a notes/a.txt; cat notes/a.txt")).output == "700\nthree\n"
     await sandbox.write_file("notes/run.sh", b"#!/bin/sh\necho ran\n", mode=0o755)
     assert (await sandbox.run("./notes/run.sh")).output == "ran\n"
+
+
+async def test_small_files_go_through_the_shell_and_leave_its_status(
+        sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Docker's archive API was used")
+
+    monkeypatch.setattr(docker, "put_archive", refused)
+    monkeypatch.setattr(docker, "get_archive", refused)
+    data = bytes(range(256)) * 8
+    await sandbox.run("cd /tmp; (exit 7)")
+    assert await sandbox.write_file("via/shell.bin", data) == "/workspace/via/shell.bin"
+    assert await sandbox.read_file("via/shell.bin") == data
+    status = await sandbox.run("echo $? $PWD; stat -c '%a %U' /workspace/via "
+                               "/workspace/via/shell.bin; cd /workspace")  # (a shared sandbox)
+    assert status.output == "7 /tmp\n755 mol\n644 mol\n"
+
+
+async def test_the_archive_api_serves_what_the_shell_cannot(sandbox: Sandbox) -> None:
+    await sandbox.write_file("locked.txt", b"secret\n")
+    await sandbox.run("chmod 000 locked.txt")
+    assert await sandbox.read_file("locked.txt") == b"secret\n"  # root reads it via Docker
+    await sandbox.write_file("locked.txt", b"new\n")  # the user may not write it: Docker may
+    assert (await sandbox.run("stat -c %a locked.txt")).output == "0\n"
+    ended: list[bool] = []
+
+    async def busy() -> None:
+        await sandbox.run("sleep 6")
+        ended.append(True)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(busy)
+        await anyio.sleep(1)
+        # The shell is busy with a command: the write goes through Docker, not after it.
+        await sandbox.write_file("during.txt", b"x")
+        assert await sandbox.read_file("during.txt") == b"x" and not ended
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "/etc/passwd", "a/../../etc/passwd",

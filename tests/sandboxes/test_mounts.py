@@ -80,6 +80,12 @@ async def test_uploads_land_in_the_workspace_or_a_mount_and_nowhere_else(
         await sandbox.upload("/tests", [("small.bin", big[:1000], 0o600)])
         assert (await sandbox.run("sha256sum < /tests/small.bin")).output.split()[0] == \
             hashlib.sha256(big[:1000]).hexdigest()
+        # clear=True empties the folder first (dotfiles too), through the shell or not.
+        await sandbox.run("touch /tests/.planted /tests/data/b.txt")
+        await sandbox.upload("/tests", [("new.txt", b"n", 0o644)], clear=True)
+        assert (await sandbox.run("ls -A /tests")).output == "new.txt\n"
+        await sandbox.upload("/tests", [("big.bin", big, 0o640)], clear=True)
+        assert (await sandbox.run("ls -A /tests")).output == "big.bin\n"
         with pytest.raises(PathEscape, match="/etc: not inside the workspace or a mount"):
             await sandbox.upload("/etc", [("x", b"", 0o644)])
         with pytest.raises(PathEscape, match="'..' is not allowed"):
