@@ -5,7 +5,8 @@ from its ``Job``. The turn runs in the runner's task group, not the request's
 task, so a streamed reply can end as soon as the answer is known while the
 summary hop and the last checkpoint finish behind it (the conversation stays
 locked until then, so a quick follow-up request waits for it instead of
-missing it: its mark is written as soon as the answer is known).
+missing it: its mark is written as soon as the answer is known). They start once the
+reply's last byte went out (``Job.delivered``), so they never compete with its end.
 
 Admission (``mol.runtime.server.admission``): ``max_turns`` turns hold a slot at
 once, more wait in a bounded FIFO queue, and only a full queue (or a wait past
