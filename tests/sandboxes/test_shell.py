@@ -127,8 +127,9 @@ async def test_timeout_reaches_setsid_and_nohup_escapees(sandbox: Sandbox) -> No
 
 async def test_earlier_background_jobs_survive_a_later_timeout(sandbox: Sandbox) -> None:
     await sandbox.run("sleep 1004 >/dev/null 2>&1 &")
-    await sandbox.run("sleep 1000", timeout=1)
-    assert (await sandbox.run("pgrep -fc 'sleep 1004'")).output == "1\n"
+    stopped = await sandbox.run("sleep 1000", timeout=1)
+    after = await sandbox.run("pgrep -fc 'sleep 1004'")
+    assert after.output == "1\n", (stopped, stopped.render(), after, sandbox.id)
     await sandbox.run("pkill -f 'sleep 1004'; wait")
 
 
