@@ -29,7 +29,7 @@ from mol.sandboxes import docker, files, owner
 from mol.sandboxes.egress import Gateway, proxy_environment
 from mol.sandboxes.hardening import ENVIRONMENT, hardening
 from mol.sandboxes.scripts import control_argv, shell_argv
-from mol.sandboxes.shell import KILL_DEADLINE, CommandResult, Control, Shell
+from mol.sandboxes.shell import EVERY, KILL_DEADLINE, CommandResult, Control, Shell
 from mol.sandboxes.stream import MuxSocket
 
 MAX_FILE_BYTES = 64 << 20
@@ -186,7 +186,7 @@ class Sandbox:
         except (SandboxError, ShellDied):
             # No pid left for the new shell (a fork bomb): clear the sandbox, try once more.
             assert self._control is not None
-            await self._control.sweep(None, [])
+            await self._control.sweep(EVERY, [])
             await self._open_shell()
 
     async def _open_shell(self) -> None:

@@ -28,12 +28,14 @@ __mol_mark="__mol_${__mol_token}_"
 builtin unset __mol_token
 __mol_say() { builtin printf '%s%s\n' "$__mol_mark" "$1"; }
 __mol_sweep() {
-  local up since=0 first=0 p stat pass found keep=$2 spare=" ${*:3} "
+  local since=-1 first=0 up p stat pass found keep=$2 spare=" ${*:3} "
   local -a f stopped=()
   local -A seen=()
-  if (( $1 >= 0 )); then
+  if [[ $1 == *:* ]]; then
+    since=${1%:*} first=${1#*:}
+  elif [[ $1 == child ]]; then
     builtin read -r up _ </proc/uptime
-    since=$(( 10#${up/./} - $1 ))
+    since=$(( 10#${up/./} + 1 ))
     for p in /proc/[0-9]*; do
       builtin read -r stat 2>/dev/null <"$p/stat" || continue
       builtin read -r -a f <<<"${stat##*) }"
@@ -56,7 +58,7 @@ __mol_sweep() {
     (( found )) || break
   done
   (( ${#stopped[@]} )) && builtin kill -KILL "${stopped[@]}" 2>/dev/null
-  __mol_say "${#stopped[@]}"
+  __mol_say "${#stopped[@]}:$since:$first"
 }
 __mol_children() {
   local p stat n=0
@@ -81,13 +83,15 @@ while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
 """
 """The control shell. Its first input line is the marker token; then one request per line:
 
-- ``__mol_sweep TICKS KEEP PID:START...`` stops, then kills, every process that started
-  since the child of KEEP did (the command's own shell: the command shell's only child),
-  else in the last TICKS clock ticks; with -1, whenever it started. It spares init, itself, the
-  processes recorded as ``PID:START`` (pid and start time, so a reused pid is not spared)
-  and that child, which then gets the chance to report. Start times are the kernel's and
-  pids grow within a clock tick, so what an earlier command left running is spared and
-  nothing a command starts is. Stopping first means nothing found can fork on meanwhile;
+- ``__mol_sweep FROM KEEP PID:START...`` stops, then kills, every process that started at or
+  after FROM and answers ``KILLED:FROM``. FROM is a ``START:PID`` boundary (start time in
+  clock ticks, then pid: pids grow within a tick), ``-1`` for every process, or ``child``:
+  the start of the child of KEEP (the command shell's only child, the running command's
+  own shell), else the next tick (nothing running). It spares init, itself, the processes
+  recorded as ``PID:START`` (pid and start time, so a reused pid is not spared) and the
+  children of KEEP, which then get the chance to report. Start times are the kernel's, so
+  what an earlier command left running is spared and nothing a command starts is;
+  stopping first means nothing found can fork on meanwhile;
 - ``__mol_children PID`` kills the children of PID;
 - ``__mol_started PID`` tells a process's start time; ``__mol_count`` counts processes;
   ``__mol_kill -SIG PID`` signals one.

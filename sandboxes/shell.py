@@ -27,7 +27,6 @@ also counts processes: a fork bomb left running in the background (near
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from collections import deque
@@ -40,8 +39,10 @@ from mol.runtime.errors import ShellDied
 from mol.sandboxes.output import OutputCap
 from mol.sandboxes.stream import STDOUT, MarkerScanner, MuxSocket
 
-TICKS_PER_SECOND = 100
-"""Linux ``USER_HZ``: the unit of ``/proc/uptime`` decimals and of process start times."""
+EVERY, COMMAND = "-1", "child"
+"""Sweep boundaries: every process, or what the running command started (since its shell,
+the command shell's child, did). Later sweeps of one command reuse the boundary the first
+returned: once that shell has exited, the command shell's child is the next command's."""
 
 CONTROL_DEADLINE = 30.0
 """Seconds the control shell may take to answer an ordinary request."""
@@ -163,14 +164,15 @@ class Control:
         self.pid = int(await self._ask("__mol_say $$"))
         return self.pid
 
-    async def sweep(self, seconds: float | None, spare: list[tuple[int, int]], keep: int = -1,
-                    deadline: float = CONTROL_DEADLINE) -> int:
-        """Stop, then kill, every process that started in the last ``seconds`` (``None``:
-        whenever), except the ``(pid, start)`` in ``spare`` and the children of ``keep``;
-        returns how many were killed."""
-        ticks = -1 if seconds is None else math.ceil(seconds * TICKS_PER_SECOND) + 2
+    async def sweep(self, since: str, spare: list[tuple[int, int]], keep: int = -1,
+                    deadline: float = CONTROL_DEADLINE) -> tuple[int, str]:
+        """Stop, then kill, every process started since ``since`` (``EVERY``, ``COMMAND`` or
+        a boundary returned before) but the ``(pid, start)`` in ``spare`` and the children of
+        ``keep``; returns how many were killed and the boundary used."""
         recorded = " ".join(f"{pid}:{start}" for pid, start in spare)
-        return int(await self._ask(f"__mol_sweep {ticks} {keep} {recorded}", deadline))
+        answer = await self._ask(f"__mol_sweep {since} {keep} {recorded}", deadline)
+        killed, _, boundary = answer.strip().partition(":")
+        return int(killed), boundary
 
     async def kill_children(self, pid: int, deadline: float = CONTROL_DEADLINE) -> int:
         """Kill the children of ``pid``; returns how many."""
@@ -285,7 +287,7 @@ class Shell:
                 word = await self._next_marker()
             if word is None:
                 timed_out = True
-                word, lost = await self._stop(time.monotonic() - started)
+                word, lost = await self._stop()
         except (anyio.EndOfStream, anyio.BrokenResourceError):
             word = None
         except ShellDied:
@@ -294,7 +296,7 @@ class Shell:
             # Cancelled (or the output callback failed) mid-command: this shell's stream is
             # no longer in step with its commands, so end the command and the shell.
             with anyio.CancelScope(shield=True), anyio.move_on_after(MAX_GRACE):
-                await self._abandon(time.monotonic() - started)
+                await self._abandon()
             raise
         if word is None:
             self.close()
@@ -327,18 +329,18 @@ class Shell:
         if not limit or await self._control.count(deadline) < BOMB_SHARE * limit:
             return 0
         # (The command shell's child is the next command's shell, waiting: it is spared.)
-        return max(1, await self._sweep_quiet(None, deadline))
+        return max(1, (await self._sweep_quiet(EVERY, deadline))[0])
 
-    async def _sweep_quiet(self, seconds: float | None, deadline: float) -> int:
-        """Sweep (at most ``SWEEPS`` times) until a sweep finds nothing."""
+    async def _sweep_quiet(self, since: str, deadline: float) -> tuple[int, str]:
+        """Sweep (at most ``SWEEPS`` times) until one finds nothing: (killed, boundary)."""
         killed = 0
         for _ in range(SWEEPS):
-            found = await self._control.sweep(seconds, self._recorded(), keep=self.pid,
-                                              deadline=deadline)
+            found, since = await self._control.sweep(since, self._recorded(), keep=self.pid,
+                                                     deadline=deadline)
             killed += found
             if not found:
                 break
-        return killed
+        return killed, since
 
     def _recorded(self) -> list[tuple[int, int]]:
         return [(self.pid, self.start)] if self.pid else []
@@ -353,18 +355,16 @@ class Shell:
                 if word is not None:
                     return word
 
-    async def _stop(self, elapsed: float) -> tuple[str | None, bool]:
+    async def _stop(self) -> tuple[str | None, bool]:
         """After a timeout: kill what the command started, then let its shell report (else
         kill that too). Returns the marker's word and whether the shell state was lost."""
-        began = time.monotonic() - elapsed
         # Count for a bomb (an earlier command's may be what held this one up) before the
         # sweep of the command's own processes, which could hide it below the limit.
         self._bomb_kills = await self._reap(STOP_DEADLINE)
-        swept = time.monotonic()
-        await self._sweep_quiet(swept - began, STOP_DEADLINE)
+        _, since = await self._sweep_quiet(COMMAND, STOP_DEADLINE)
         word, lost = await self._report()
-        if self._control.alive:  # what it forked until killed (no earlier background job)
-            await self._sweep_quiet(time.monotonic() - swept, STOP_DEADLINE)
+        if self._control.alive:  # what its shell forked until it ended, from the same start
+            await self._sweep_quiet(since, STOP_DEADLINE)
         return word, lost
 
     async def _report(self) -> tuple[str | None, bool]:
@@ -378,9 +378,9 @@ class Shell:
         await self._control.kill(self.pid, deadline=STOP_DEADLINE)
         return None, True
 
-    async def _abandon(self, elapsed: float) -> None:
+    async def _abandon(self) -> None:
         try:
-            await self._control.sweep(elapsed, self._recorded(), keep=self.pid,
+            await self._control.sweep(COMMAND, self._recorded(), keep=self.pid,
                                       deadline=STOP_DEADLINE)
             await self._control.kill_children(self.pid, STOP_DEADLINE)
         except ShellDied:

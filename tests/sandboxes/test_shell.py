@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from mol.sandboxes.sandbox import Sandbox
+from mol.sandboxes.shell import COMMAND
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -122,7 +123,27 @@ async def test_timeout_reaches_setsid_and_nohup_escapees(sandbox: Sandbox) -> No
                                "sleep 1003", timeout=1)
     assert result.timed_out
     # (bash may first report the killed background jobs, as a terminal shows them.)
-    assert (await sandbox.run("pgrep -c sleep")).output.splitlines()[-1] == "0"
+    left = await sandbox.run("pgrep -c sleep")
+    assert left.output.splitlines()[-1] == "0", (
+        result, left, (await sandbox.run("ps -eo pid,ppid,stat,lstart,comm")).output)
+
+
+async def test_a_sweep_boundary_spares_earlier_jobs_and_holds_for_later_sweeps(
+        sandbox: Sandbox) -> None:
+    # The sweeps of one timed-out command all start where its first sweep did, even once
+    # the command shell's child is the next command's shell (an earlier job's start is
+    # then close to any window of time).
+    await sandbox.run("sleep 1008 >/dev/null 2>&1 &")
+    control, shell = sandbox._control, sandbox._shell
+    assert control is not None and shell is not None
+    killed, boundary = await control.sweep(COMMAND, [(shell.pid, shell.start)], keep=shell.pid)
+    assert killed == 0  # idle: the command shell's child is the next command's shell
+    await sandbox.run("sleep 1009 >/dev/null 2>&1 &")
+    again = await control.sweep(boundary, [(shell.pid, shell.start)], keep=shell.pid)
+    assert again == (1, boundary)
+    left = await sandbox.run("ps -eo stat=,args= | grep -c '^[^Z].*sleep 100[89]'; "
+                             "pkill -f 'sleep 1008'")
+    assert left.output.splitlines()[-1] == "1"  # sleep 1008 (zombies do not count)
 
 
 async def test_earlier_background_jobs_survive_a_later_timeout(sandbox: Sandbox) -> None:
