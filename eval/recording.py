@@ -232,11 +232,13 @@ class RecordingSandbox:
         return value
 
     async def run(self, command: str, *, timeout: float | None = None,  # noqa: ASYNC109
-                  on_output: Any = None) -> Any:
-        """``Sandbox.run``, recorded with its output and exit code."""
+                  on_output: Any = None, clean: bool = False) -> Any:
+        """``Sandbox.run``, recorded with its output and exit code (and ``clean`` when set)."""
+        op = {"op": "run", "command": command, "timeout": timeout,
+              **({"clean": True} if clean else {})}
         return await self._recorded(
-            {"op": "run", "command": command, "timeout": timeout},
-            self._sandbox.run(command, timeout=timeout, on_output=on_output), _command)
+            op, self._sandbox.run(command, timeout=timeout, on_output=on_output, clean=clean),
+            _command)
 
     async def list_dir(self, path: str = ".") -> Any:
         """``Sandbox.list_dir``, recorded like a command."""

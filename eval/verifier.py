@@ -2,7 +2,8 @@
 
 As in Harbor: ``/tests`` and ``/logs/verifier`` are emptied (so the agent cannot plant a
 reward), the task's ``tests/`` is uploaded to ``/tests``, and ``bash /tests/test.sh`` runs
-from the working folder with a clean environment, its output teed to
+from the working folder with a clean environment, in a shell that has none of the
+agent's shell state (its functions could otherwise fake the result), its output teed to
 ``/logs/verifier/test-stdout.txt``, under ``[verifier] timeout_sec``. It writes a number
 to ``/logs/verifier/reward.txt`` or ``{"reward": N}`` (or one named number) to
 ``reward.json``. A reward at or above the pass threshold (default 1) passes; below
@@ -61,7 +62,9 @@ async def verify(sandbox: Any, task: Task) -> Verdict:
                "/tests/test.sh 2>&1 | tee /logs/verifier/test-stdout.txt ); __mol_status=$?; "
                f"printf '\\n%s\\n' {_SPLIT}; {_READ_REWARD}; exit $__mol_status )")
     timeout = task.config.verifier_timeout
-    run = await sandbox.run(command, timeout=timeout)
+    # A clean shell: nothing the agent defined (functions, aliases, PATH) stands in for
+    # the commands above, and the agent's shell state is left as it was.
+    run = await sandbox.run(command, timeout=timeout, clean=True)
     output, found, listing = run.output.rpartition(f"\n{_SPLIT}\n")
     if not found:  # cut short (a timeout): what it printed is the tests' output alone
         output, listing = run.output, ""

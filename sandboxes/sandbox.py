@@ -76,6 +76,8 @@ class Sandbox:
         self.uid = self.gid = 0
         self._control: Control | None = None
         self._shell: Shell | None = None
+        self._clean = False
+        """Whether the command shell is a clean one (``run(clean=True)``)."""
         self._lock = anyio.Lock()
         self._lost = False
         """The sandbox stopped answering and its container was killed: replace it."""
@@ -180,19 +182,21 @@ class Sandbox:
         await docker.call(docker.put_archive, self.id, self.workspace, archive,
                           what="seed the workspace")
 
-    async def _new_shell(self) -> None:
+    async def _new_shell(self, clean: bool = False) -> None:
+        if self._shell:
+            self._shell.close()
         try:
-            await self._open_shell()
+            await self._open_shell(clean)
         except (SandboxError, ShellDied):
             # No pid left for the new shell (a fork bomb): clear the sandbox, try once more.
             assert self._control is not None
             await self._control.sweep(EVERY, [])
-            await self._open_shell()
+            await self._open_shell(clean)
 
-    async def _open_shell(self) -> None:
+    async def _open_shell(self, clean: bool) -> None:
         token = Shell.new_token()
         sock = await docker.call(
-            docker.exec_socket, self.id, shell_argv(self.uid, self.gid),
+            docker.exec_socket, self.id, shell_argv(self.uid, self.gid, clean=clean),
             what="start the sandbox shell", user="0:0", workdir=self.workspace,
             environment={})
         assert self._control is not None
@@ -203,7 +207,7 @@ class Sandbox:
         except BaseException:
             shell.close()
             raise
-        self._shell = shell
+        self._shell, self._clean = shell, clean
 
     async def close(self) -> None:
         """Remove the container and everything in it; safe to call twice.
@@ -249,14 +253,18 @@ class Sandbox:
         await self.start()
 
     async def run(self, command: str, *, timeout: float | None = None,  # noqa: ASYNC109 (kills in-sandbox processes)
-                  on_output: Callable[[bytes], None] | None = None) -> CommandResult:
+                  on_output: Callable[[bytes], None] | None = None,
+                  clean: bool = False) -> CommandResult:
         """Run ``command`` in the persistent shell (``cd`` and ``export`` carry over).
 
         ``timeout`` defaults to ``[sandbox] timeout_sec``; past it the command and
         every process it started are killed. ``on_output`` sees raw output as it
         arrives (for streaming); the result keeps at most ``max_output_bytes``. A
         sandbox that stopped answering is killed, and the next command runs in a fresh
-        one (the result says so).
+        one (the result says so). ``clean``: run it in a shell of its own, from the
+        workspace, with none of what earlier commands set (variables, functions,
+        aliases, options, ``PATH``) and keeping nothing; the next ordinary command
+        finds the state as it was (but ``$?``, which starts at 0 again).
         """
         if "\0" in command:
             raise ValueError("a command cannot contain a NUL byte")
@@ -267,8 +275,8 @@ class Sandbox:
             if replaced:
                 await self._replace()
             fresh = self._shell is None or not self._shell.alive
-            if fresh:
-                await self._new_shell()
+            if fresh or self._clean != clean:
+                await self._new_shell(clean)
             assert self._shell is not None and self._control is not None
             result = await self._shell.run(
                 command, timeout=timeout or self.config.timeout_sec,

@@ -163,7 +163,7 @@ builtin trap '{
   builtin shopt -p
   builtin umask -p
   builtin printf "builtin cd -- %q\nbuiltin return \"\$1\"\n}\n" "$PWD"
-} >/tmp/.mol-shell-state 2>/dev/null' EXIT
+} 2>/dev/null >|/tmp/.mol-shell-state' EXIT
 builtin declare -F __mol_options >/dev/null || __mol_options() { builtin return "$1"; }
 if (( $1 )); then
   __mol_options "$1" 2>/dev/null || builtin eval "$__mol_cmd"
@@ -178,9 +178,19 @@ restoring ``set -o``/``shopt`` options, the umask and the working directory). Th
 options are restored last, by ``__mol_options STATUS``, which returns the previous
 status: the command is evaluated as the right-hand side of ``||`` (or ``&&``), so ``$?``
 is that status inside it and a restored ``set -e`` applies to the command but not to the
-restoring itself. The state is saved by an ``EXIT`` trap, so ``exit`` keeps it too; a
-command killed at its timeout, or one that sets its own ``EXIT`` trap, leaves the state
-as it was before it."""
+restoring itself. The state is saved by an ``EXIT`` trap (with ``>|``: a restored
+``noclobber`` must not stop it), so ``exit`` keeps it too; a command killed at its
+timeout, or one that sets its own ``EXIT`` trap, leaves the state as it was before it."""
+
+CLEAN_SCRIPT = r"""
+IFS= builtin read -r -d '' __mol_cmd
+exec </dev/null
+builtin eval "$__mol_cmd"
+"""
+"""One command with none of the shell state: for a command whose result must not depend
+on anything earlier commands defined (a verifier run after an agent: its functions,
+aliases, options or ``PATH`` could otherwise stand in for ``rm`` or ``tee``). It neither
+restores nor saves the state, so the next ordinary command finds it as it was."""
 
 LAUNCHER = [
     "bash", "--noprofile", "--norc", "-c",
@@ -192,9 +202,11 @@ LAUNCHER = [
 it, so the control shell (at the default priority) gets the CPU before any of them."""
 
 
-def shell_argv(uid: int, gid: int) -> list[str]:
-    """The ``docker exec`` command line of a command shell for the sandbox user."""
-    return [*LAUNCHER, SHELL_SCRIPT, "bash", str(uid), str(gid), COMMAND_SCRIPT]
+def shell_argv(uid: int, gid: int, *, clean: bool = False) -> list[str]:
+    """The ``docker exec`` command line of a command shell for the sandbox user (``clean``:
+    its commands run without the shell state, ``CLEAN_SCRIPT``)."""
+    script = CLEAN_SCRIPT if clean else COMMAND_SCRIPT
+    return [*LAUNCHER, SHELL_SCRIPT, "bash", str(uid), str(gid), script]
 
 
 def control_argv() -> list[str]:

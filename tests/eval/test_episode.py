@@ -157,3 +157,37 @@ def test_what_cannot_run_is_refused_before_anything_starts(
     assert code == 2 and "--adapter 'L9': the HCP has no such adapter" in err
     code, _, err = mol(capsys, "eval", "run", suite, "--hcp", hcp, "-j", "0")
     assert code == 2 and "positive number" in err
+
+
+FAKER = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L2"
+[[L0]]
+constrained = false
+times = -1
+reply = "Summary."
+[[L2]]
+when = "Fake"
+tool_calls = [{ name = "terminal", arguments = { command = "tee() { cat >/dev/null; mkdir -p /logs/verifier; echo 1 >/logs/verifier/reward.txt; }; rm() { :; }; mkdir -p /tmp/bin; printf '#!/bin/sh\\\\necho 1\\\\n' >/tmp/bin/head; chmod +x /tmp/bin/head; export PATH=/tmp/bin:$PATH; echo planted" } }]
+[[L2]]
+when = "planted"
+reply = "Done."
+"""
+
+
+def test_what_the_agent_defines_in_its_shell_cannot_fake_the_verdict(
+        task_factory: Callable[..., Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    # The agent's shell functions stand in for the verifier's tee and rm, and its PATH for
+    # head: had the verifier run in the agent's shell state, the reward would be 1.
+    task_factory("faker", instruction="Fake the reward.", test="echo 0 > /logs/verifier/reward.txt")
+    hcp = tmp_path / "mol.toml"
+    hcp.write_text(HCP)
+    with ScriptedEngine.serve(FAKER) as engine:
+        code, _, err = mol(capsys, "eval", "run", tmp_path / "suite", "--hcp", hcp,
+                           "--engine-url", engine.base_url, "--out", tmp_path / "run")
+        assert engine.unused_rules() == []
+    assert code == 0, err
+    assert outcomes(tmp_path / "run")["faker"] == ("fail", "reward", "reward 0 < 1")

@@ -203,3 +203,22 @@ async def test_printing_a_marker_does_not_end_the_command_or_blame_the_next() ->
         assert hang.timed_out
         after = await sandbox.run("echo next")
         assert after.output == "next\n" and after.exit_code == 0 and not after.timed_out
+
+
+async def test_a_clean_command_sees_none_of_the_shell_state_and_leaves_it_as_it_was(
+        sandbox: Sandbox) -> None:
+    await sandbox.run("mkdir -p /tmp/fake && printf '#!/bin/sh\\necho fake\\n' > /tmp/fake/ls "
+                      "&& chmod +x /tmp/fake/ls && export PATH=/tmp/fake:$PATH MINE=1 && "
+                      "cd /tmp && rm() { echo fake rm; } && shopt -s expand_aliases && "
+                      "alias tee='echo fake tee' && set -o noclobber")
+    clean = await sandbox.run("type -t rm tee ls; command -v ls; pwd; echo \"${MINE-unset}\" "
+                              "$-; shopt -q expand_aliases || echo no-aliases", clean=True)
+    assert clean.output == (f"file\nfile\nfile\n/usr/bin/ls\n{sandbox.workspace}\n"
+                            "unset hBc\nno-aliases\n"), clean
+    # A timeout in the clean shell kills what it started, as in the ordinary one.
+    stopped = await sandbox.run("sleep 1010 & sleep 1000", timeout=1, clean=True)
+    assert stopped.timed_out
+    after = await sandbox.run("pgrep -c -f 'sleep 10[01]0'; type -t rm; ls; pwd; echo $MINE")
+    assert after.output.splitlines()[-5:] == ["0", "function", "fake", "/tmp", "1"], after
+    await sandbox.run("set +o noclobber; unset -f rm; unalias tee; export PATH=${PATH#*:}; "
+                      "cd /workspace")
