@@ -76,8 +76,6 @@ class Sandbox:
         self.uid = self.gid = 0
         self._control: Control | None = None
         self._shell: Shell | None = None
-        self._clean = False
-        """Whether the command shell is a clean one (``run(clean=True)``)."""
         self._lock = anyio.Lock()
         self._lost = False
         """The sandbox stopped answering and its container was killed: replace it."""
@@ -176,27 +174,26 @@ class Sandbox:
         if len(archive) <= 4 * SHELL_UPLOAD_BYTES:
             # As for uploads: a small tree goes faster through the shell's tar than through
             # Docker's archive API; an image without base64 or tar falls back to the latter.
-            result = await self.run(files.shell_untar(self.workspace, archive), timeout=120)
+            result = await self.run(files.shell_untar(self.workspace, archive), timeout=120,
+                                    clean=True)
             if result.exit_code == 0:
                 return
         await docker.call(docker.put_archive, self.id, self.workspace, archive,
                           what="seed the workspace")
 
-    async def _new_shell(self, clean: bool = False) -> None:
-        if self._shell:
-            self._shell.close()
+    async def _new_shell(self) -> None:
         try:
-            await self._open_shell(clean)
+            await self._open_shell()
         except (SandboxError, ShellDied):
             # No pid left for the new shell (a fork bomb): clear the sandbox, try once more.
             assert self._control is not None
             await self._control.sweep(EVERY, [])
-            await self._open_shell(clean)
+            await self._open_shell()
 
-    async def _open_shell(self, clean: bool) -> None:
+    async def _open_shell(self) -> None:
         token = Shell.new_token()
         sock = await docker.call(
-            docker.exec_socket, self.id, shell_argv(self.uid, self.gid, clean=clean),
+            docker.exec_socket, self.id, shell_argv(self.uid, self.gid),
             what="start the sandbox shell", user="0:0", workdir=self.workspace,
             environment={})
         assert self._control is not None
@@ -207,7 +204,7 @@ class Sandbox:
         except BaseException:
             shell.close()
             raise
-        self._shell, self._clean = shell, clean
+        self._shell = shell
 
     async def close(self) -> None:
         """Remove the container and everything in it; safe to call twice.
@@ -261,10 +258,10 @@ class Sandbox:
         every process it started are killed. ``on_output`` sees raw output as it
         arrives (for streaming); the result keeps at most ``max_output_bytes``. A
         sandbox that stopped answering is killed, and the next command runs in a fresh
-        one (the result says so). ``clean``: run it in a shell of its own, from the
+        one (the result says so). ``clean``: run it in a bash of its own, from the
         workspace, with none of what earlier commands set (variables, functions,
-        aliases, options, ``PATH``) and keeping nothing; the next ordinary command
-        finds the state as it was (but ``$?``, which starts at 0 again).
+        options, ``PATH``) and keeping nothing; the next ordinary command finds the
+        state, ``$?`` too, as it was.
         """
         if "\0" in command:
             raise ValueError("a command cannot contain a NUL byte")
@@ -275,12 +272,12 @@ class Sandbox:
             if replaced:
                 await self._replace()
             fresh = self._shell is None or not self._shell.alive
-            if fresh or self._clean != clean:
-                await self._new_shell(clean)
+            if fresh:
+                await self._new_shell()
             assert self._shell is not None and self._control is not None
             result = await self._shell.run(
                 command, timeout=timeout or self.config.timeout_sec,
-                limit=self.config.max_output_bytes, on_output=on_output)
+                limit=self.config.max_output_bytes, on_output=on_output, clean=clean)
             if not self._control.alive:
                 await self._kill()
             if fresh or replaced:
@@ -343,7 +340,7 @@ class Sandbox:
         which starts a process of its own for each call (~50 ms of CPU)."""
         if self._lock.locked() or self._lost or not (self._shell and self._shell.alive):
             return None
-        result = await self.run(command, timeout=60)
+        result = await self.run(command, timeout=60, clean=True)
         return None if result.dropped_bytes else files.shell_done(result.output)
 
     async def upload(self, folder: str, entries: Iterable[tuple[str, bytes, int]], *,
@@ -362,12 +359,13 @@ class Sandbox:
         if sum(len(data) for _, data, _ in items) <= SHELL_UPLOAD_BYTES:
             # Docker unpacks every archive in a process of its own (~0.1 s); a few small
             # files go through the shell in a millisecond.
-            result = await self.run(wipe + files.shell_upload(root, items), timeout=60)
+            result = await self.run(wipe + files.shell_upload(root, items), timeout=60,
+                                    clean=True)
             if result.exit_code != 0:
                 raise SandboxError(f"cannot upload files to {folder}: {result.output[-500:]}")
             return
         if wipe:
-            await self.run(wipe, timeout=60)
+            await self.run(wipe, timeout=60, clean=True)
         await docker.call(docker.put_archive, self.id, root,
                           files.pack_tree(items, uid=self.uid, gid=self.gid),
                           what=f"upload files to {folder}")
@@ -379,7 +377,7 @@ class Sandbox:
             raise SandboxError(f"{path}: no such directory")
         quoted = "'" + where.existing.replace("'", "'\\''") + "'"
         return await self.run(f"command ls -la --group-directories-first -- {quoted}",
-                              timeout=30)
+                              timeout=30, clean=True)
 
 
 @contextlib.asynccontextmanager

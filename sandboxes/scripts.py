@@ -27,6 +27,18 @@ IFS= builtin read -r __mol_token
 __mol_mark="__mol_${__mol_token}_"
 builtin unset __mol_token
 __mol_say() { builtin printf '%s%s\n' "$__mol_mark" "$1"; }
+__mol_child() {
+  local p stat
+  local -a f
+  __mol_cs=-1 __mol_cp=0
+  for p in /proc/[0-9]*; do
+    builtin read -r stat 2>/dev/null <"$p/stat" || continue
+    builtin read -r -a f <<<"${stat##*) }"
+    [[ ${f[1]} == "$1" ]] || continue
+    p=${p#/proc/}
+    (( f[19] > __mol_cs || (f[19] == __mol_cs && p > __mol_cp) )) && __mol_cs=${f[19]} __mol_cp=$p
+  done
+}
 __mol_sweep() {
   local since=-1 first=0 up p stat pass found keep=$2 spare=" ${*:3} "
   local -a f stopped=()
@@ -34,13 +46,9 @@ __mol_sweep() {
   if [[ $1 == *:* ]]; then
     since=${1%:*} first=${1#*:}
   elif [[ $1 == child ]]; then
+    __mol_child "$keep"
     builtin read -r up _ </proc/uptime
-    since=$(( 10#${up/./} + 1 ))
-    for p in /proc/[0-9]*; do
-      builtin read -r stat 2>/dev/null <"$p/stat" || continue
-      builtin read -r -a f <<<"${stat##*) }"
-      [[ ${f[1]} == "$keep" ]] && since=${f[19]} first=${p#/proc/} && break
-    done
+    since=$(( __mol_cp ? __mol_cs : 10#${up/./} + 1 )) first=$__mol_cp
   fi
   for (( pass = 0; pass < 100; pass++ )); do
     found=0
@@ -60,15 +68,10 @@ __mol_sweep() {
   (( ${#stopped[@]} )) && builtin kill -KILL "${stopped[@]}" 2>/dev/null
   __mol_say "${#stopped[@]}:$since:$first"
 }
-__mol_children() {
-  local p stat n=0
-  local -a f
-  for p in /proc/[0-9]*; do
-    builtin read -r stat 2>/dev/null <"$p/stat" || continue
-    builtin read -r -a f <<<"${stat##*) }"
-    [[ ${f[1]} == "$1" ]] && builtin kill -KILL "${p#/proc/}" 2>/dev/null && (( n += 1 ))
-  done
-  __mol_say "$n"
+__mol_kill_child() {
+  __mol_child "$1"
+  (( __mol_cp )) && builtin kill -KILL "$__mol_cp" 2>/dev/null
+  __mol_say "$(( __mol_cp > 0 ))"
 }
 __mol_started() {
   local stat
@@ -86,13 +89,13 @@ while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
 - ``__mol_sweep FROM KEEP PID:START...`` stops, then kills, every process that started at or
   after FROM and answers ``KILLED:FROM``. FROM is a ``START:PID`` boundary (start time in
   clock ticks, then pid: pids grow within a tick), ``-1`` for every process, or ``child``:
-  the start of the child of KEEP (the command shell's only child, the running command's
-  own shell), else the next tick (nothing running). It spares init, itself, the processes
+  the start of the newest child of KEEP (of the command shell: the running command's own
+  shell), else the next tick (nothing running). It spares init, itself, the processes
   recorded as ``PID:START`` (pid and start time, so a reused pid is not spared) and the
   children of KEEP, which then get the chance to report. Start times are the kernel's, so
   what an earlier command left running is spared and nothing a command starts is;
   stopping first means nothing found can fork on meanwhile;
-- ``__mol_children PID`` kills the children of PID;
+- ``__mol_kill_child PID`` kills the newest child of PID;
 - ``__mol_started PID`` tells a process's start time; ``__mol_count`` counts processes;
   ``__mol_kill -SIG PID`` signals one.
 
@@ -115,7 +118,7 @@ elif (( $1 != 0 )); then
   builtin echo "the sandbox image has no setpriv (util-linux): commands cannot run as uid $1" >&2
   builtin exit 1
 fi
-__mol_script=$3
+__mol_script=$3 __mol_clean=$4
 __mol_rc=0
 builtin trap '' PIPE
 __mol_spawn() {
@@ -129,7 +132,19 @@ __mol_spawn() {
 __mol_spawn
 builtin printf '%s%d\n' "$__mol_mark" "$$"
 while IFS= builtin read -r -d '' -u 63 __mol_cmd; do
-  builtin printf '%s\0' "$__mol_cmd" >&"$__mol_in"
+  if [[ $__mol_cmd == c* ]]; then
+    exec {__mol_c}> >(
+      exec 63<&- {__mol_in}>&- 2>&1
+      builtin export HOME=$__mol_home
+      exec "${__mol_as[@]}" bash --noprofile --norc -c "$__mol_clean" bash
+    )
+    builtin printf '%s\0' "${__mol_cmd:1}" >&"$__mol_c"
+    exec {__mol_c}>&-
+    builtin wait "$!"
+    builtin printf '%s%d\n' "$__mol_mark" "$?"
+    continue
+  fi
+  builtin printf '%s\0' "${__mol_cmd:1}" >&"$__mol_in"
   exec {__mol_in}>&-
   builtin wait "$__mol_pid"
   __mol_rc=$?
@@ -138,11 +153,14 @@ while IFS= builtin read -r -d '' -u 63 __mol_cmd; do
 done
 """
 """The command shell: ``$1``/``$2`` the sandbox user's uid and gid, ``$3`` the
-``COMMAND_SCRIPT``. Its first input is the marker token, NUL-terminated; then each
-NUL-terminated command runs in a child (stdin ``/dev/null``, stderr merged into stdout)
-and is answered by a marker with the child's exit status. It prints its own pid first.
-The child for the next command is started as soon as one ends and waits on a pipe for
-its command (having restored the state already), so that work happens between commands."""
+``COMMAND_SCRIPT``, ``$4`` the ``CLEAN_SCRIPT``. Its first input is the marker token,
+NUL-terminated; then each NUL-terminated command, after a letter saying how it runs (``s``:
+in the shell state, ``c``: clean), runs in a child (stdin ``/dev/null``, stderr merged
+into stdout) and is answered by a marker with the child's exit status. It prints its own
+pid first. The child for the next ``s`` command is started as soon as one ends and waits
+on a pipe for its command (having restored the state already), so that work happens
+between commands; a ``c`` command gets a child of its own, which leaves that one waiting
+and ``$?`` as it was."""
 
 STATE_FILE = "/tmp/.mol-shell-state"
 """Where a command's shell state waits for the next command (the sandbox user's file)."""
@@ -202,11 +220,9 @@ LAUNCHER = [
 it, so the control shell (at the default priority) gets the CPU before any of them."""
 
 
-def shell_argv(uid: int, gid: int, *, clean: bool = False) -> list[str]:
-    """The ``docker exec`` command line of a command shell for the sandbox user (``clean``:
-    its commands run without the shell state, ``CLEAN_SCRIPT``)."""
-    script = CLEAN_SCRIPT if clean else COMMAND_SCRIPT
-    return [*LAUNCHER, SHELL_SCRIPT, "bash", str(uid), str(gid), script]
+def shell_argv(uid: int, gid: int) -> list[str]:
+    """The ``docker exec`` command line of a command shell for the sandbox user."""
+    return [*LAUNCHER, SHELL_SCRIPT, "bash", str(uid), str(gid), COMMAND_SCRIPT, CLEAN_SCRIPT]
 
 
 def control_argv() -> list[str]:

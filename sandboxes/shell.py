@@ -174,9 +174,9 @@ class Control:
         killed, _, boundary = answer.strip().partition(":")
         return int(killed), boundary
 
-    async def kill_children(self, pid: int, deadline: float = CONTROL_DEADLINE) -> int:
-        """Kill the children of ``pid``; returns how many."""
-        return int(await self._ask(f"__mol_children {pid}", deadline))
+    async def kill_child(self, pid: int, deadline: float = CONTROL_DEADLINE) -> int:
+        """Kill the newest child of ``pid``; returns how many (0 or 1)."""
+        return int(await self._ask(f"__mol_kill_child {pid}", deadline))
 
     async def started(self, pid: int) -> int:
         """A process's start time in clock ticks since boot (-1: no such process)."""
@@ -262,12 +262,11 @@ class Shell:
         return b"".join(self._stderr).decode("utf-8", "replace").strip()
 
     async def run(self, command: str, *, timeout: float, limit: int,  # noqa: ASYNC109 (kills in-sandbox processes)
-                  on_output: Callable[[bytes], None] | None = None) -> CommandResult:
-        """Run ``command``; output beyond ``limit`` bytes keeps head and tail.
-
-        A sandbox that stops answering (``ShellDied``) ends the result with
-        ``shell_exited``; the caller replaces the sandbox.
-        """
+                  on_output: Callable[[bytes], None] | None = None,
+                  clean: bool = False) -> CommandResult:
+        """Run ``command`` (``clean``: without the shell state); output beyond ``limit``
+        bytes keeps head and tail. A sandbox that stops answering (``ShellDied``) ends the
+        result with ``shell_exited``; the caller replaces the sandbox."""
         if not self.alive:
             raise ShellDied("the shell has exited")
         cap = OutputCap(limit)
@@ -282,15 +281,14 @@ class Shell:
         word: str | None = None
         timed_out = lost = False
         try:
-            await self._sock.send(command.encode("utf-8", "surrogateescape") + b"\0")
+            line = (b"c" if clean else b"s") + command.encode("utf-8", "surrogateescape")
+            await self._sock.send(line + b"\0")
             with anyio.move_on_after(timeout):
                 word = await self._next_marker()
             if word is None:
                 timed_out = True
                 word, lost = await self._stop()
-        except (anyio.EndOfStream, anyio.BrokenResourceError):
-            word = None
-        except ShellDied:
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ShellDied):
             word = None
         except BaseException:
             # Cancelled (or the output callback failed) mid-command: this shell's stream is
@@ -372,7 +370,7 @@ class Shell:
         builtins runs in the command's shell itself: only killing that stops it)."""
         with anyio.move_on_after(GRACE):
             return await self._next_marker(), False
-        await self._control.kill_children(self.pid, STOP_DEADLINE)
+        await self._control.kill_child(self.pid, STOP_DEADLINE)
         with anyio.move_on_after(REPORT):
             return await self._next_marker(), True
         await self._control.kill(self.pid, deadline=STOP_DEADLINE)
@@ -382,7 +380,7 @@ class Shell:
         try:
             await self._control.sweep(COMMAND, self._recorded(), keep=self.pid,
                                       deadline=STOP_DEADLINE)
-            await self._control.kill_children(self.pid, STOP_DEADLINE)
+            await self._control.kill_child(self.pid, STOP_DEADLINE)
         except ShellDied:
             pass  # the control shell is gone too; the error being raised says more
         finally:

@@ -170,7 +170,7 @@ times = -1
 reply = "Summary."
 [[L2]]
 when = "Fake"
-tool_calls = [{ name = "terminal", arguments = { command = "tee() { cat >/dev/null; mkdir -p /logs/verifier; echo 1 >/logs/verifier/reward.txt; }; rm() { :; }; mkdir -p /tmp/bin; printf '#!/bin/sh\\\\necho 1\\\\n' >/tmp/bin/head; chmod +x /tmp/bin/head; export PATH=/tmp/bin:$PATH; echo planted" } }]
+tool_calls = [{ name = "terminal", arguments = { command = "tee() { cat >/dev/null; mkdir -p /logs/verifier; echo 1 >/logs/verifier/reward.txt; }; rm() { :; }; base64() { command base64 \\"$@\\" | sed 's/echo 0/echo 1/'; }; mkdir -p /tmp/bin; printf '#!/bin/sh\\\\necho 1\\\\n' >/tmp/bin/head; chmod +x /tmp/bin/head; export PATH=/tmp/bin:$PATH; echo planted" } }]
 [[L2]]
 when = "planted"
 reply = "Done."
@@ -180,8 +180,9 @@ reply = "Done."
 def test_what_the_agent_defines_in_its_shell_cannot_fake_the_verdict(
         task_factory: Callable[..., Path], tmp_path: Path,
         capsys: pytest.CaptureFixture) -> None:
-    # The agent's shell functions stand in for the verifier's tee and rm, and its PATH for
-    # head: had the verifier run in the agent's shell state, the reward would be 1.
+    # The agent's shell functions stand in for the verifier's tee and rm and for the
+    # base64 that uploads the tests (rewriting them), and its PATH for head: had the
+    # upload or the verifier run in the agent's shell state, the reward would be 1.
     task_factory("faker", instruction="Fake the reward.", test="echo 0 > /logs/verifier/reward.txt")
     hcp = tmp_path / "mol.toml"
     hcp.write_text(HCP)

@@ -210,7 +210,7 @@ async def test_a_clean_command_sees_none_of_the_shell_state_and_leaves_it_as_it_
     await sandbox.run("mkdir -p /tmp/fake && printf '#!/bin/sh\\necho fake\\n' > /tmp/fake/ls "
                       "&& chmod +x /tmp/fake/ls && export PATH=/tmp/fake:$PATH MINE=1 && "
                       "cd /tmp && rm() { echo fake rm; } && shopt -s expand_aliases && "
-                      "alias tee='echo fake tee' && set -o noclobber")
+                      "alias tee='echo fake tee' && set -o noclobber && (exit 3)")
     clean = await sandbox.run("type -t rm tee ls; command -v ls; pwd; echo \"${MINE-unset}\" "
                               "$-; shopt -q expand_aliases || echo no-aliases", clean=True)
     assert clean.output == (f"file\nfile\nfile\n/usr/bin/ls\n{sandbox.workspace}\n"
@@ -218,7 +218,8 @@ async def test_a_clean_command_sees_none_of_the_shell_state_and_leaves_it_as_it_
     # A timeout in the clean shell kills what it started, as in the ordinary one.
     stopped = await sandbox.run("sleep 1010 & sleep 1000", timeout=1, clean=True)
     assert stopped.timed_out
-    after = await sandbox.run("pgrep -c -f 'sleep 10[01]0'; type -t rm; ls; pwd; echo $MINE")
-    assert after.output.splitlines()[-5:] == ["0", "function", "fake", "/tmp", "1"], after
+    after = await sandbox.run("echo $?; pgrep -c -f 'sleep 10[01]0'; type -t rm; ls; pwd; "
+                              "echo $MINE")
+    assert after.output == "3\n0\nfunction\nfake\n/tmp\n1\n", after
     await sandbox.run("set +o noclobber; unset -f rm; unalias tee; export PATH=${PATH#*:}; "
                       "cd /workspace")
