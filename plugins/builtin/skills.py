@@ -101,7 +101,7 @@ async def _copy_to_workspace(skill: Any, path: str, context: ToolContext) -> Too
                 executable.append(where)
         if executable:
             result = await sandbox.run("chmod +x -- " + " ".join(map(shlex.quote, executable)),
-                                       timeout=30)
+                                       timeout=30, clean=True)
             if result.exit_code != 0:
                 raise SandboxError(f"chmod failed: {result.render()}")
     except SandboxError as exc:
