@@ -68,10 +68,14 @@ __mol_sweep() {
   (( ${#stopped[@]} )) && builtin kill -KILL "${stopped[@]}" 2>/dev/null
   __mol_say "${#stopped[@]}:$since:$first"
 }
-__mol_kill_child() {
-  __mol_child "$1"
-  (( __mol_cp )) && builtin kill -KILL "$__mol_cp" 2>/dev/null
-  __mol_say "$(( __mol_cp > 0 ))"
+__mol_kill_shell() {
+  local stat n=0
+  local -a f
+  if builtin read -r stat 2>/dev/null <"/proc/${1#*:}/stat"; then
+    builtin read -r -a f <<<"${stat##*) }"
+    [[ ${f[19]} == "${1%:*}" ]] && builtin kill -KILL "${1#*:}" 2>/dev/null && n=1
+  fi
+  __mol_say "$n"
 }
 __mol_started() {
   local stat
@@ -95,7 +99,8 @@ while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
   children of KEEP, which then get the chance to report. Start times are the kernel's, so
   what an earlier command left running is spared and nothing a command starts is;
   stopping first means nothing found can fork on meanwhile;
-- ``__mol_kill_child PID`` kills the newest child of PID;
+- ``__mol_kill_shell START:PID`` kills the command's shell a sweep's boundary names, if
+  that pid is still the process that started then;
 - ``__mol_started PID`` tells a process's start time; ``__mol_count`` counts processes;
   ``__mol_kill -SIG PID`` signals one.
 

@@ -174,9 +174,10 @@ class Control:
         killed, _, boundary = answer.strip().partition(":")
         return int(killed), boundary
 
-    async def kill_child(self, pid: int, deadline: float = CONTROL_DEADLINE) -> int:
-        """Kill the newest child of ``pid``; returns how many (0 or 1)."""
-        return int(await self._ask(f"__mol_kill_child {pid}", deadline))
+    async def kill_shell(self, boundary: str, deadline: float = CONTROL_DEADLINE) -> int:
+        """Kill the command's shell a sweep's boundary names (not a later process that got
+        its pid, nor the next command's shell); returns how many (0 or 1)."""
+        return int(await self._ask(f"__mol_kill_shell {boundary}", deadline))
 
     async def started(self, pid: int) -> int:
         """A process's start time in clock ticks since boot (-1: no such process)."""
@@ -360,17 +361,17 @@ class Shell:
         # sweep of the command's own processes, which could hide it below the limit.
         self._bomb_kills = await self._reap(STOP_DEADLINE)
         _, since = await self._sweep_quiet(COMMAND, STOP_DEADLINE)
-        word, lost = await self._report()
+        word, lost = await self._report(since)
         if self._control.alive:  # what its shell forked until it ended, from the same start
             await self._sweep_quiet(since, STOP_DEADLINE)
         return word, lost
 
-    async def _report(self) -> tuple[str | None, bool]:
+    async def _report(self, boundary: str) -> tuple[str | None, bool]:
         """The stopped command's marker and whether its shell's state was lost (a loop of
         builtins runs in the command's shell itself: only killing that stops it)."""
         with anyio.move_on_after(GRACE):
             return await self._next_marker(), False
-        await self._control.kill_child(self.pid, STOP_DEADLINE)
+        await self._control.kill_shell(boundary, STOP_DEADLINE)
         with anyio.move_on_after(REPORT):
             return await self._next_marker(), True
         await self._control.kill(self.pid, deadline=STOP_DEADLINE)
@@ -378,9 +379,9 @@ class Shell:
 
     async def _abandon(self) -> None:
         try:
-            await self._control.sweep(COMMAND, self._recorded(), keep=self.pid,
-                                      deadline=STOP_DEADLINE)
-            await self._control.kill_child(self.pid, STOP_DEADLINE)
+            _, boundary = await self._control.sweep(COMMAND, self._recorded(), keep=self.pid,
+                                                    deadline=STOP_DEADLINE)
+            await self._control.kill_shell(boundary, STOP_DEADLINE)
         except ShellDied:
             pass  # the control shell is gone too; the error being raised says more
         finally:

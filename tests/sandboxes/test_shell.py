@@ -218,8 +218,11 @@ async def test_a_clean_command_sees_none_of_the_shell_state_and_leaves_it_as_it_
     # A timeout in the clean shell kills what it started, as in the ordinary one.
     stopped = await sandbox.run("sleep 1010 & sleep 1000", timeout=1, clean=True)
     assert stopped.timed_out
+    # Killing a clean command's own shell (a loop of builtins) spares the waiting one.
+    looped = await sandbox.run("while :; do :; done", timeout=1, clean=True)
+    assert looped.timed_out and looped.exit_code == 137
     after = await sandbox.run("echo $?; pgrep -c -f 'sleep 10[01]0'; type -t rm; ls; pwd; "
                               "echo $MINE")
-    assert after.output == "3\n0\nfunction\nfake\n/tmp\n1\n", after
+    assert after.output == "3\n0\nfunction\nfake\n/tmp\n1\n" and not after.fresh_shell, after
     await sandbox.run("set +o noclobber; unset -f rm; unalias tee; export PATH=${PATH#*:}; "
                       "cd /workspace")
