@@ -126,11 +126,14 @@ def image_exists(name: str) -> bool:
     return True
 
 
-def read_image_file(image: str, path: str, limit: int = 1 << 20) -> bytes | None:
+def read_image_file(image: str, path: str, labels: dict[str, str],
+                    limit: int = 1 << 20) -> bytes | None:
     """A tar archive of a file or folder of an image (``/etc/passwd``, a task's working
-    folder), read from a never-started container; ``None`` when the image has no such path."""
+    folder), read from a never-started container; ``None`` when the image has no such path.
+    The container carries ``labels`` (the owner's: one a killed runtime left is an orphan)."""
     api = client().api
-    container = api.create_container(image, command=["true"], network_disabled=True)["Id"]
+    container = api.create_container(image, command=["true"], network_disabled=True,
+                                     labels=labels)["Id"]
     try:
         data, _ = get_archive(container, path, limit)
         return data

@@ -23,7 +23,8 @@ from mol.runtime import __version__
 LABEL = "org.mol.sandbox"
 """Present on every sandbox container; its value says where it came from: ``session``
 (started for one) or ``pool`` (started ahead, for whichever session takes it); egress
-gateways and their networks carry ``egress``. Labels
+gateways and their networks carry ``egress``, and the never-started containers an image's
+files are read from ``probe``. Labels
 never change, so the session a sandbox belongs to is in its name (``container_name``)."""
 OWNER = "org.mol.owner"
 """``host/boot-id/pid/start-ticks`` of the runtime process that created the container."""

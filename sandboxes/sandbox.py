@@ -164,7 +164,8 @@ class Sandbox:
         """Copy the image's workspace folder into the workspace volume, owned by the user."""
         if image_id not in _seeds:
             archive = await docker.call(docker.read_image_file, image_id, self.workspace,
-                                        MAX_SEED_BYTES, what="read the image's workspace")
+                                        owner.labels("probe"), MAX_SEED_BYTES,
+                                        what="read the image's workspace")
             while len(_seeds) >= 8:
                 _seeds.pop(next(iter(_seeds)))
             _seeds[image_id] = archive or b""

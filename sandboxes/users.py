@@ -36,12 +36,12 @@ def _numeric(spec: str) -> tuple[int, int] | None:
 
 
 async def _passwd(image: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    from mol.sandboxes import docker
+    from mol.sandboxes import docker, owner
 
     key = image["Id"]
     if key not in _passwd_cache:
         data = await docker.call(docker.read_image_file, key, "/etc/passwd",
-                                 what="read the image's /etc/passwd")
+                                 owner.labels("probe"), what="read the image's /etc/passwd")
         from mol.sandboxes.files import unpack
 
         text = unpack(data, "/etc/passwd").decode("utf-8", "replace") if data else ""

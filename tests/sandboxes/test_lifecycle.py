@@ -68,6 +68,45 @@ async def test_containers_of_a_killed_runtime_are_removed_by_gc(sandbox: Sandbox
     assert (await sandbox.run("echo alive")).output == "alive\n"
 
 
+PROBE_KILLED = """
+import sys, time
+import anyio
+from mol.hcp.schema import SandboxConfig
+from mol.sandboxes import docker, users
+
+def stuck(*args, **kwargs):
+    print("reading", flush=True)
+    time.sleep(600)
+
+async def main():
+    image = await docker.call(docker.inspect_image, sys.argv[1], what="inspect")
+    await users.resolve_user(SandboxConfig(user="mol"), image)  # reads its /etc/passwd
+
+docker.get_archive = stuck
+anyio.run(main)
+"""
+
+
+async def test_an_image_probe_left_by_a_killed_runtime_is_removed_by_gc() -> None:
+    # Reading an image's files makes a never-started container; a runtime killed meanwhile
+    # leaves it behind, and only its labels let the next runtime know it is an orphan.
+    image = SandboxConfig().image
+    process = await anyio.open_process([sys.executable, "-c", PROBE_KILLED, image])
+    try:
+        with anyio.fail_after(60):
+            assert process.stdout is not None
+            assert b"reading" in await process.stdout.receive()
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+    found = await docker.call(docker.list_containers, owner.LABEL, what="list sandboxes")
+    left = [info["Id"] for info in found if info["Labels"][owner.LABEL] == "probe"
+            and f"/{process.pid}/" in info["Labels"][owner.OWNER]]
+    assert len(left) == 1
+    assert left[0] in await owner.gc_orphans()
+    assert left[0] not in await container_ids()
+
+
 def test_owner_labels_identify_live_and_dead_processes() -> None:
     me = owner.current()
     assert me.alive() is True and owner.Owner.parse(me.label()) == me
