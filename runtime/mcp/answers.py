@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ from typing import Any
 import anyio
 
 from mol.runtime import events as ev
+from mol.runtime.deadlines import paused
 
 logger = logging.getLogger("mol.mcp")
 
@@ -187,21 +187,14 @@ def _waiting(call: _Call | None) -> Iterator[None]:
     """While a person answers: the call's deadline stops (a person takes the time they
     take; a client's answer has a bound of its own), and the call's end ends the wait."""
     scope = anyio.CancelScope()
-    deadline = call.deadline if call is not None else None
-    held = deadline is not None and deadline.deadline != math.inf
-    left = deadline.deadline - anyio.current_time() if held else 0.0
-    if held:
-        deadline.deadline = math.inf
     if call is not None:
         call.asks.add(scope)
     try:
-        with scope:
+        with paused(call.deadline if call is not None else None), scope:
             yield
     finally:
         if call is not None:
             call.asks.discard(scope)
-        if held:
-            deadline.deadline = anyio.current_time() + left
 
 
 def sampling_messages(params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from typing import Any
 import anyio
 
 from mol.runtime import events as ev
+from mol.runtime.deadlines import paused
 from mol.runtime.schemas import compile_schema
 from mol.runtime.server.http import ApiError
 from mol.runtime.server.jobs import Job, TurnRequest
@@ -120,16 +121,13 @@ class Elicitations:
         job.put(ev.ClientToolsRequested(adapter, [call]))
         log.info("MCP server %r asked for input; waiting for the client (%s)", server,
                  pending.call_id)
-        if head.limit is not None:  # the wait does not count against the turn's deadline
-            head.limit.deadline += self.wait
-        started, late = anyio.current_time(), False
+        late = False
         try:
-            with anyio.move_on_after(self.wait) as waiting:
+            # The wait does not count against the turn's deadline; it has a bound of its own.
+            with paused(head.limit), anyio.move_on_after(self.wait) as waiting:
                 await pending.answered.wait()
             late = waiting.cancelled_caught
         finally:  # also when the MCP call ended first (``Answers.calling`` ends the wait)
-            if head.limit is not None:
-                head.limit.deadline -= self.wait - (anyio.current_time() - started)
             self.pending.pop(pending.call_id, None)
             self._ended(pending.call_id, "was answered already" if pending.answer else
                         f"got no answer within {self.wait:g} s and was declined" if late
