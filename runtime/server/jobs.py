@@ -110,8 +110,12 @@ class Job:
         return jobs
 
     def current(self) -> Job:
-        """The job the turn's events go to now (the last of ``chain``)."""
-        return self.chain()[-1]
+        """The job the turn's events go to now (the last of ``chain``; no list is built:
+        this runs for every event of a turn)."""
+        job = self
+        while job.next is not None:
+            job = job.next
+        return job
 
     def put(self, item: JobItem) -> None:
         """Pass ``item`` to the reply reading this job (dropped when it went away)."""

@@ -163,6 +163,10 @@ class Runner:
         """``job``'s reply ends with an elicitation: its turn waits for the client's answer
         holding no turn slot, so that it holds up no other turn."""
         job.handed = True
+        self._leave(job)
+
+    def _leave(self, job: Job) -> None:
+        """Give ``job``'s turn slot back; it can no longer be cancelled by its handle."""
         self.admission.leave()
         if job.request.handle is not None:
             self._handles.pop(job.request.handle, None)
@@ -173,9 +177,7 @@ class Runner:
             return
         await self._background.acquire_on_behalf_of(job)
         job.replied = True
-        self.admission.leave()
-        if job.request.handle is not None:
-            self._handles.pop(job.request.handle, None)
+        self._leave(job)
 
     async def name(self, job: Job, key: str, response: Any = None,
                    aliases: tuple[str, ...] = ()) -> None:
@@ -249,9 +251,7 @@ class Runner:
                 if each.replied:
                     self._background.release_on_behalf_of(each)
                 elif not each.handed:
-                    self.admission.leave()
-                    if each.request.handle is not None:
-                        self._handles.pop(each.request.handle, None)
+                    self._leave(each)
             self.active -= 1
             if self.active == 0:
                 self._idle.set()
