@@ -4,9 +4,14 @@ Subpackages are discovered, never listed by hand: a hand-written list once
 dropped a subpackage from the wheel without anyone noticing.
 """
 
+import tomllib
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
-ROOTS = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui", "eval")
+FLOORS = tomllib.loads(Path(__file__).with_name("pyproject.toml").read_text())["tool"]["mol"]["floors"]
+ROOTS = [folder for floor in FLOORS for folder in floor]
+"""The code folders, from ``[tool.mol] floors`` in pyproject.toml (the one list of them)."""
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

@@ -70,9 +70,9 @@ def recording_cpu(run: Path, artifact) -> tuple[float, float]:
     """(CPU seconds per episode of the recording's own serialization, mean episode wall
     seconds) for a recorded run: each record dumped again, each trajectory parsed back
     and its HCP reads derived, as ``mol.eval.episode`` does once per episode."""
-    from mol.eval.reads import hcp_reads
     from mol.eval.store import Store
-    from mol.eval.trajectory import dumps, parse
+    from mol.eval.trajectories.format import dumps, parse
+    from mol.eval.trajectories.reads import hcp_reads
 
     with Store(run, create=False) as store:
         episodes = store.episodes()
@@ -92,7 +92,7 @@ def scripted_engine() -> Iterator[str]:
     """``mol engine scripted`` serving the example script in a process of its own (as a
     real engine is); yields its base URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "mol.runtime", "engine", "scripted", "--script",
+        [sys.executable, "-m", "mol.cli", "engine", "scripted", "--script",
          str(EXAMPLES / "terminal-script.toml"), "--port", "0", "-q"],
         stderr=subprocess.PIPE, text=True)
     try:

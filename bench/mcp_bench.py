@@ -49,8 +49,8 @@ startup_timeout_sec = 120
 async def main(rounds: int, calls: int) -> dict:
     from mcp import Client, StdioServerParameters
 
+    from mol.core.tools import ToolContext, run_tool
     from mol.runtime.mcp import MCPManager
-    from mol.runtime.tools import ToolContext, run_tool
 
     mol_times: list[float] = []
     bare_times: list[float] = []

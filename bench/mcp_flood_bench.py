@@ -74,7 +74,7 @@ async def _probe(url: str, probes: int) -> list[float]:
 async def _measure(hcp: Path, engine_url: str, probes: int) -> list[float]:
     port = _free_port()
     env = {**os.environ, "MOL_ALLOW_UNAUTHENTICATED": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    command = [sys.executable, "-m", "mol.runtime", "serve", "--hcp", str(hcp), "--port", str(port),
+    command = [sys.executable, "-m", "mol.cli", "serve", "--hcp", str(hcp), "--port", str(port),
                "--engine-url", engine_url]
     process = await anyio.open_process(command, env=env, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)

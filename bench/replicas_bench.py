@@ -69,7 +69,7 @@ def _start(folder: Path, store: str, engine_url: str) -> tuple[subprocess.Popen,
     hcp.write_text(HCP.format(store=store))
     (folder / "key").write_text(KEY)
     proc = start_healthy(
-        [sys.executable, "-m", "mol.runtime", "serve", "--hcp", str(hcp), "--port", str(port),
+        [sys.executable, "-m", "mol.cli", "serve", "--hcp", str(hcp), "--port", str(port),
          "--engine-url", engine_url], port, f"mol serve on {store}",
         env={"MOL_API_KEY_FILE": str(folder / "key")})
     return proc, f"http://127.0.0.1:{port}/v1"

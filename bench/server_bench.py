@@ -67,7 +67,7 @@ def _start_server(hcp: Path, engine_url: str) -> tuple[subprocess.Popen, str]:
     key_file.write_text(KEY)
     port = free_port()
     proc = start_healthy(
-        [sys.executable, "-m", "mol.runtime", "serve", "--hcp", str(hcp), "--port", str(port),
+        [sys.executable, "-m", "mol.cli", "serve", "--hcp", str(hcp), "--port", str(port),
          "--engine-url", engine_url], port, "mol serve",
         env={"MOL_API_KEY_FILE": str(key_file)}, timeout=60)
     return proc, f"http://127.0.0.1:{port}/v1"
@@ -96,9 +96,9 @@ def _commit_ms(folder: Path, count: int = 30) -> float:
 async def main(rounds: int) -> dict:
     import openai
 
+    from mol.core import events as ev
     from mol.hcp.loader import load
     from mol.plugins.manager import PluginManager
-    from mol.runtime import events as ev
     from mol.runtime.harness import Harness
     from mol.runtime.testing import ScriptedEngine
 

@@ -436,7 +436,7 @@ def _startup(hcp: Path, engine_url: str, runs: int) -> dict:
     """``mol run`` to its answer against a bare ``import litellm`` and against a bare
     litellm turn (import, route, answer: ``--role bare-run``), alternating."""
     me = [sys.executable, str(Path(__file__).resolve())]
-    mol_run = [sys.executable, "-m", "mol.runtime", "run", "--hcp", str(hcp), "--engine-url",
+    mol_run = [sys.executable, "-m", "mol.cli", "run", "--hcp", str(hcp), "--engine-url",
                engine_url, "fix the failing test"]
     _timed(mol_run, ANSWER)  # writes mol's bytecode cache, as installing it would
     imports, bares, answers = [], [], []
@@ -481,7 +481,7 @@ def main(blocks: int, turns: int, runs: int) -> dict:
         time.sleep(0.5)
         proxies.append(Proxy("floor", [*me, "--role", "floor", "--port", str(floor_port),
                                        "--engine-url", engine_url], floor_port))
-        proxies.append(Proxy("mol", [sys.executable, "-m", "mol.runtime", "serve", "--hcp",
+        proxies.append(Proxy("mol", [sys.executable, "-m", "mol.cli", "serve", "--hcp",
                                      str(hcp), "--port", str(mol_port), "--engine-url",
                                      engine_url], mol_port,
                              {"MOL_API_KEY_FILE": str(folder / "key")}))

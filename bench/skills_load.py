@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from mol.hcp.loader import load
-from mol.skills.catalog import adapter_skills, catalog_text
+from mol.plugins.catalog import adapter_skills, catalog_text
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "hcp" / "examples"
 

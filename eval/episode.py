@@ -28,17 +28,22 @@ from typing import Any
 
 import anyio
 
-from mol.eval.reads import hcp_reads
-from mol.eval.recording import Recorder, RecordingEngine, RecordingSandbox, numbered_ids
+from mol.core import __version__
+from mol.core import events as ev
+from mol.core.errors import EngineError, MolError, SandboxError, TaskError
 from mol.eval.store import Episode
 from mol.eval.tasks import Task
-from mol.eval.trajectory import dumps, parse
+from mol.eval.trajectories.format import dumps, parse
+from mol.eval.trajectories.reads import hcp_reads
+from mol.eval.trajectories.recording import (
+    Recorder,
+    RecordingEngine,
+    RecordingSandbox,
+    numbered_ids,
+)
 from mol.eval.verifier import MOUNTS, verify
 from mol.hcp.schema import SandboxConfig
 from mol.hcp.snapshot import folder_entries
-from mol.runtime import __version__
-from mol.runtime import events as ev
-from mol.runtime.errors import EngineError, MolError, SandboxError, TaskError
 
 AGENTS = ("mol", "oracle")
 
@@ -184,10 +189,10 @@ async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
                recorder: Recorder | None, adapter: str | None, engine: Any,
                plugins: Any) -> str:
     """One user turn through the harness; returns why it stopped early, if it did."""
+    from mol.core.tools import Resources
     from mol.plugins.builtin.sandbox import RESOURCE
     from mol.runtime.app import open_runtime
     from mol.runtime.engine import LiteLLMEngine
-    from mol.runtime.tools import Resources
 
     engine = engine or LiteLLMEngine.from_artifact(artifact)
     if recorder is not None:

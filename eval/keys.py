@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mol.core import __version__
+from mol.core.errors import EvalError
 from mol.hcp.digest import digest_value
-from mol.runtime import __version__
-from mol.runtime.errors import EvalError
 
 MODEL_FIELDS = ("id", "root", "parent", "max_model_len", "owned_by")
 

@@ -8,7 +8,7 @@ sandboxes a killed run left behind are removed when the next run starts. Task im
 built (or found) before the first episode starts.
 
 Where episodes run is the backend's business (``_backend``): this process's task group,
-or Ray tasks on a cluster's nodes (``options.ray``, ``mol.eval.cluster``). Either way the
+or Ray tasks on a cluster's nodes (``options.ray``, ``mol.eval.cluster.backend``). Either way the
 results come back here and this process alone writes the store.
 """
 
@@ -25,14 +25,14 @@ from typing import Any
 
 import anyio
 
+from mol.core import __version__
+from mol.core.errors import MolError, UsageError
 from mol.eval import keys
 from mol.eval.episode import AGENTS, run_episode
 from mol.eval.images import ensure_image
 from mol.eval.progress import Progress, ticking
 from mol.eval.store import Episode, Store
 from mol.eval.tasks import Task, load_suite
-from mol.runtime import __version__
-from mol.runtime.errors import MolError, UsageError
 
 RunOne = Callable[[Task, int], Awaitable[Episode]]
 """A backend's way to run one episode (task, epoch) to its result."""
@@ -62,7 +62,7 @@ class RunOptions:
     """Run only these tasks (by name), besides ``tasks``: ``mol evolve``'s slice."""
     ray: str | None = None
     """Run the episodes as Ray tasks on this cluster (``local``, ``auto``, an address);
-    ``jobs`` 0 then leaves the bound to the cluster's sandbox slots (``mol.eval.cluster``)."""
+    ``jobs`` 0 then leaves the bound to the cluster's sandbox slots (``mol.eval.cluster.backend``)."""
     node_retries: int = 2
     """With ``ray``: how many more times an episode lost with its node is run elsewhere."""
 
@@ -183,7 +183,7 @@ def _backend(options: RunOptions, todo: list[tuple[Task, int]], progress: Progre
     """Where episodes run: in this process, or as Ray tasks on a cluster (``--ray``).
     ``model``: the engine's model fingerprint every result is keyed by."""
     if options.ray is not None:
-        from mol.eval.cluster import ray_episodes
+        from mol.eval.cluster.backend import ray_episodes
 
         return ray_episodes(options, todo, progress, model)
     return _local(options, todo, progress, model)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from mol.runtime.errors import EvalError
+from mol.core.errors import EvalError
 
 T = TypeVar("T")
 
@@ -88,9 +88,9 @@ class Episode:
     trajectory: str | None = None
     """The trajectory file, relative to the run folder."""
     reads: list[str] = field(default_factory=list)
-    """JSON Pointers of the HCP parts the episode read (``mol.eval.reads``)."""
+    """JSON Pointers of the HCP parts the episode read (``mol.eval.trajectories.reads``)."""
     placement: str = "local"
-    """Where it ran: ``local``, or ``ray:HOST/NODEID8`` (``mol.eval.ray_backend``)."""
+    """Where it ran: ``local``, or ``ray:HOST/NODEID8`` (``mol.eval.cluster.ray_backend``)."""
     mol_version: str = ""
     behaviour_digest: str = ""
     """The behaviour digest of the HCP it ran under (``Artifact.behaviour_digest``)."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mol.core.errors import TaskError
 from mol.hcp.digest import digest_tree
-from mol.runtime.errors import TaskError
 
 AGENT_TIMEOUT = 600.0
 """Seconds the agent gets when ``[agent] timeout_sec`` is unset."""

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import anyio
 
+from mol.core.errors import UsageError
 from mol.genui import toolchain
 from mol.genui.extract import Block, blocks
 from mol.genui.report import Checked
-from mol.runtime.errors import UsageError
 
 SUFFIXES = {".tsx": "tsx", ".jsonl": "a2ui", ".json": "a2ui"}
 """File kinds ``mol genui check`` knows by suffix; any other file is read as an answer."""

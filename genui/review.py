@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mol.core import events as ev
+from mol.core.errors import GenUIError
+from mol.core.tools import Tool, ToolContext, ToolResult
 from mol.genui.extract import Block, blocks, tool_blocks
 from mol.genui.report import Checked
 from mol.hcp.schema import GenUIConfig
-from mol.runtime import events as ev
-from mol.runtime.errors import GenUIError
-from mol.runtime.tools import Tool, ToolContext, ToolResult
 
 FEEDBACK_HEADER = "[mol genui check]"
 TOOL_DESCRIPTION = (

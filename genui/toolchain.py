@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mol.runtime.errors import GenUISetupError
+from mol.core.errors import GenUISetupError
 
 HOME_ENV = "MOL_GENUI_HOME"
 DEFAULT_HOME = "~/.cache/mol/genui"

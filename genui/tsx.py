@@ -16,9 +16,9 @@ from typing import Any
 
 import anyio
 
+from mol.core.errors import GenUIError
 from mol.genui.report import Checked, Problem
 from mol.genui.toolchain import STUBS, Toolchain
-from mol.runtime.errors import GenUIError
 
 CHECK_TIMEOUT = 60.0
 """Seconds one check may take (TypeScript loads React's types each time: ~2 s)."""

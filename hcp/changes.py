@@ -16,10 +16,10 @@ import jsonpatch
 import jsonpointer
 import tomli_w
 
+from mol.core.errors import HCPError
 from mol.hcp import files as hcp_files
 from mol.hcp.issues import Issue
 from mol.hcp.loader import Artifact, load_dict
-from mol.runtime.errors import HCPError
 
 
 @dataclass(frozen=True)

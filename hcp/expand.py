@@ -41,7 +41,7 @@ def bundle_users(doc: Any) -> dict[str, list[str]]:
 
 def load_bundles(doc: Any, base_dir: Path) -> tuple[dict[str, Bundle], list[tuple]]:
     """Every bundle of ``[bundles] paths`` by name, and ``(loc, message)`` problems."""
-    from mol.runtime.errors import SkillError
+    from mol.core.errors import SkillError
     from mol.skills.loader import discover
 
     found: dict[str, Bundle] = {}

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mol.core.errors import HCPError
 from mol.hcp import claude
 from mol.hcp.files import prompt_locations, rebase
 from mol.hcp.issues import Issue
-from mol.runtime.errors import HCPError
 
 BASE = Path(__file__).resolve().parent / "examples" / "venti.toml"
 """The default base artifact."""

@@ -1,9 +1,9 @@
 """One problem found in an HCP artifact (``Issue``, defined with the error tree in
-``mol.runtime.errors``), and how key paths are written."""
+``mol.core.errors``), and how key paths are written."""
 
 from __future__ import annotations
 
-from mol.runtime.errors import Issue
+from mol.core.errors import Issue
 
 __all__ = ["Issue", "format_path"]
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mol.core.errors import HCPError
 from mol.hcp import files as hcp_files
 from mol.hcp.digest import digest_value
 from mol.hcp.issues import Issue, format_path
@@ -25,7 +26,6 @@ from mol.hcp.migrations import OLDEST_VERSION, migrate
 from mol.hcp.prompts import render_prompts
 from mol.hcp.schema import ADAPTER_NAME, ANSWERING, HCP, SCHEMA_VERSION, FileRef
 from mol.hcp.types import model_at
-from mol.runtime.errors import HCPError
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def _with_bundles(doc: HCP, base_dir: Path, problems: list[tuple]) -> tuple[HCP,
     """The document with its bundles merged in, its skills, and ``(bundles, commands,
     warnings)``; problems are appended to ``problems``."""
     from mol.hcp import expand
-    from mol.skills.catalog import for_artifact  # parses YAML: only when loading
+    from mol.hcp.skills import for_artifact  # parses YAML: only when loading
 
     bundles, found = expand.load_bundles(doc, base_dir)
     doc, merged = expand.expand(doc, bundles)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from mol.core.errors import HCPError
 from mol.hcp.schema import SCHEMA_VERSION, SEED_ADAPTERS
-from mol.runtime.errors import HCPError
 
 Migration = Callable[[dict], dict]
 

@@ -86,7 +86,7 @@ def invocation(text: str) -> tuple[str, str] | None:
 def parse(file: Path, bundle: str, root: Path, servers: dict[str, str]) -> Translation:
     """Read the command ``file``; ``servers`` renames the bundle's MCP servers in
     ``allowed-tools``. The value is a ``SlashCommand``, or None with problems."""
-    from mol.runtime.errors import SkillError
+    from mol.core.errors import SkillError
     from mol.skills.loader import parse_front_matter, split_front_matter
 
     out = Translation()

@@ -17,7 +17,7 @@ hookspec = pluggy.HookspecMarker("mol")
 def mol_register_tools(register: Any) -> None:
     """Register tools by calling ``register(tool)`` for each one.
 
-    ``tool`` is a ``mol.runtime.tools.Tool`` or a plain typed function (sync or
+    ``tool`` is a ``mol.core.tools.Tool`` or a plain typed function (sync or
     async) with a docstring; its JSON Schema is derived from its signature.
     ``register(func, name="other_name")`` renames it. A name registered twice
     is an error naming both plugins.
@@ -29,7 +29,7 @@ def mol_before_tool_call(call: Any, context: Any) -> Any:
     """Inspect a tool call before it runs; may block it or rewrite its arguments.
 
     ``call`` is a ``mol.runtime.hooks.ToolCallInfo`` (``name``, ``arguments``),
-    ``context`` a ``mol.runtime.tools.ToolContext``. Return ``None`` to let it
+    ``context`` a ``mol.core.tools.ToolContext``. Return ``None`` to let it
     run, ``mol.runtime.hooks.Block(reason)`` to refuse it (the model reads the
     reason), or ``mol.runtime.hooks.Rewrite(arguments)`` to replace the
     arguments. An awaitable of any of these works too. A hook that raises blocks
@@ -39,7 +39,7 @@ def mol_before_tool_call(call: Any, context: Any) -> Any:
 
 @hookspec
 def mol_after_tool_call(call: Any, result: Any, context: Any) -> Any:
-    """See a tool call's result (``mol.runtime.tools.ToolResult``) after it ran.
+    """See a tool call's result (``mol.core.tools.ToolResult``) after it ran.
 
     Return ``None`` to keep the result, or a ``ToolResult`` (or string) to
     replace what the model reads. A hook that raises withholds the result.

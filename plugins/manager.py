@@ -18,9 +18,9 @@ from typing import Any
 
 import pluggy
 
+from mol.core.errors import PluginError, ToolError
+from mol.core.tools import Tool, function_tool
 from mol.plugins import hookspecs
-from mol.runtime.errors import PluginError, ToolError
-from mol.runtime.tools import Tool, function_tool
 
 BUILTIN = ("mol.plugins.builtin.sandbox", "mol.plugins.builtin.skills")
 """Modules of the built-in plugins (terminal and file tools, skill tools)."""

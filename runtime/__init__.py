@@ -1,3 +1,2 @@
-"""mol's runtime: the harness, engine boundary, tools, sessions, server and CLI."""
-
-__version__ = "0.1.0"
+"""mol's runtime: the engine boundary, the agent loop, the runtime and its sessions, MCP,
+session stores and the engines mol ships (scripted, local)."""

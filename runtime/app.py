@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
+from mol.core.errors import exception_leaves
 from mol.hcp.loader import Artifact
-from mol.runtime.errors import exception_leaves
 from mol.runtime.harness import Harness
 from mol.runtime.views import Conversation
 
@@ -29,7 +29,7 @@ log = logging.getLogger("mol.runtime")
 
 async def _collect_orphan_sandboxes() -> None:
     """Remove sandboxes left by runtimes that died (e.g. SIGKILL); never fails a start."""
-    from mol.runtime.errors import SandboxError
+    from mol.core.errors import SandboxError
     from mol.sandboxes.owner import gc_orphans
 
     try:

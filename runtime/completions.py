@@ -12,7 +12,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mol.runtime.errors import EngineProtocolError
+from mol.core.errors import EngineProtocolError
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from mol.runtime.completions import (
-    Completion,
-    Delta,
-    OnDelta,
-    ToolCall,
-    Usage,
-    read_response,
-    read_stream,
-)
-from mol.runtime.errors import (
+from mol.core.errors import (
     EngineAdapterUnavailable,
     EngineConnectionError,
     EngineContextLength,
@@ -43,6 +34,15 @@ from mol.runtime.errors import (
     EngineRateLimited,
     EngineResponseError,
     EngineTimeout,
+)
+from mol.runtime.completions import (
+    Completion,
+    Delta,
+    OnDelta,
+    ToolCall,
+    Usage,
+    read_response,
+    read_stream,
 )
 
 __all__ = ["Completion", "Delta", "Engine", "LiteLLMEngine", "OnDelta", "ToolCall", "Usage",

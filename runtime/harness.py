@@ -22,15 +22,15 @@ from typing import Any
 
 import anyio
 
+from mol.core import events as ev
+from mol.core.awaitables import maybe_await
+from mol.core.errors import ConversationError, EngineAdapterUnavailable, ToolError
+from mol.core.tools import Resources, Tool, ToolContext, Toolset
 from mol.hcp.loader import Artifact
-from mol.runtime import events as ev
 from mol.runtime import lifecycle, loop, routing
 from mol.runtime.engine import Engine, LiteLLMEngine
-from mol.runtime.errors import ConversationError, EngineAdapterUnavailable, ToolError
-from mol.runtime.hooks import maybe_await
 from mol.runtime.policy import visible
 from mol.runtime.summary import summarize
-from mol.runtime.tools import Resources, Tool, ToolContext, Toolset
 from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_call_id
 
 log = logging.getLogger("mol.harness")
@@ -147,7 +147,7 @@ class Harness:
                      for name in sorted(tools)]
             parts.append("# Tools\n" + "\n".join(lines))
         if config.skills:
-            from mol.skills import catalog_text
+            from mol.plugins.catalog import catalog_text
 
             catalog = catalog_text(self.artifact, adapter)
             if catalog:

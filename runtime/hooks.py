@@ -14,7 +14,6 @@ adapters that use the bundle, run in the bundle's folder with
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from typing import Any
 
 import anyio
 
+from mol.core.awaitables import maybe_await
 from mol.hcp.files import command_files
 from mol.hcp.schema import CommandHook, HooksConfig
 
@@ -115,11 +115,6 @@ def matches(matcher: str, subject: str) -> bool:
     if matcher in ("", "*"):
         return True
     return any(fnmatchcase(subject, alt.strip()) for alt in matcher.split("|"))
-
-
-async def maybe_await(value: Any) -> Any:
-    """Await ``value`` if it is awaitable (plugin hooks may return awaitables)."""
-    return await value if inspect.isawaitable(value) else value
 
 
 @dataclass(frozen=True)

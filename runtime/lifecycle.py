@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mol.runtime import events as ev
+from mol.core import events as ev
 from mol.runtime.hooks import HookSet, Verdict, run_hooks
 
 Emit = Callable[[ev.Event], Awaitable[None]]

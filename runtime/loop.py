@@ -18,8 +18,9 @@ from typing import Any
 
 import anyio
 
+from mol.core import events as ev
+from mol.core.tools import Tool, ToolContext, ToolResult, parse_arguments, run_tool, to_result
 from mol.hcp.schema import AdapterConfig
-from mol.runtime import events as ev
 from mol.runtime import lifecycle
 from mol.runtime.engine import Completion, Delta, Engine, ToolCall
 from mol.runtime.hooks import (
@@ -33,7 +34,6 @@ from mol.runtime.hooks import (
     plugin_impls,
 )
 from mol.runtime.policy import decide
-from mol.runtime.tools import Tool, ToolContext, ToolResult, parse_arguments, run_tool, to_result
 from mol.runtime.views import check_steps, new_call_id
 
 MAX_PARALLEL_TOOLS = 8

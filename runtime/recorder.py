@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mol.runtime import events as ev
-from mol.runtime.hooks import maybe_await
+from mol.core import events as ev
+from mol.core.awaitables import maybe_await
 from mol.runtime.sessions import SessionStore, TurnLog
 from mol.runtime.views import Conversation, TurnRecord
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mol.runtime import events as ev
+from mol.core import events as ev
+from mol.core.errors import EngineError
 from mol.runtime.engine import Engine
-from mol.runtime.errors import EngineError
 from mol.runtime.views import TurnRecord
 
 DEFAULT_SUMMARY_PROMPT = (

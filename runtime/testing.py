@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 
-from mol.runtime.errors import ServerError, UsageError
+from mol.core.errors import ServerError, UsageError
 from mol.runtime.scripted.script import Rule, Script, load_script
 
 __all__ = ["Rule", "Script", "ScriptedEngine", "load_script"]

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mol.runtime.errors import InvalidTranscript
+from mol.core.errors import InvalidTranscript
 
 CALL_ID = re.compile(r"^call_([A-Za-z][A-Za-z0-9_-]{0,31})_[0-9a-zA-Z]+$")
 """Tool call ids handed out by mol encode the issuing adapter (any adapter name; the part

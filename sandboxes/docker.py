@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from mol.runtime.errors import DockerUnavailable, SandboxError, SandboxTimeout
+from mol.core.errors import DockerUnavailable, SandboxError, SandboxTimeout
 
 T = TypeVar("T")
 

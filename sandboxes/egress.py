@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
+from mol.core.errors import SandboxError
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import SandboxError
 from mol.sandboxes import docker, owner
 from mol.sandboxes.gateway import PORT, program
 from mol.sandboxes.stream import MuxSocket

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from mol.runtime.errors import PathEscape, SandboxError
+from mol.core.errors import PathEscape, SandboxError
 from mol.sandboxes.docker import MODE_DIR, MODE_SYMLINK
 
 MODE_TYPE = MODE_DIR | MODE_SYMLINK | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from mol.runtime.errors import SandboxError
+from mol.core.errors import SandboxError
 
 DEFAULT_TAG = "mol-sandbox:bookworm"
 SUITE = "bookworm"

@@ -10,15 +10,12 @@ engine) are left alone: their owner cannot be checked from here.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
-import socket
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from mol.runtime import __version__
+from mol.core import __version__
+from mol.core.owner import Owner, current
 
 LABEL = "org.mol.sandbox"
 """Present on every sandbox container; its value says where it came from: ``session``
@@ -30,59 +27,6 @@ OWNER = "org.mol.owner"
 """``host/boot-id/pid/start-ticks`` of the runtime process that created the container."""
 VERSION = "org.mol.version"
 """The mol version that created the container."""
-
-
-@dataclass(frozen=True)
-class Owner:
-    """A process, identified across pid reuse and reboots."""
-
-    host: str
-    boot: str
-    pid: int
-    start: int
-
-    def label(self) -> str:
-        """The ``org.mol.owner`` label value."""
-        return f"{self.host}/{self.boot}/{self.pid}/{self.start}"
-
-    @classmethod
-    def parse(cls, value: str) -> Owner | None:
-        """Read a label value; ``None`` when it is malformed."""
-        parts = value.rsplit("/", 3)
-        if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
-            return None
-        return cls(parts[0], parts[1], int(parts[2]), int(parts[3]))
-
-    def alive(self) -> bool | None:
-        """Whether this process still runs; ``None`` when that cannot be told from here."""
-        me = current()
-        if self.host != me.host:
-            return None
-        if self.boot != me.boot:
-            return False
-        return _start_ticks(self.pid) == self.start
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-def _start_ticks(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot; ``None`` if there is none."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def current() -> Owner:
-    """This process as an owner."""
-    pid = os.getpid()
-    return Owner(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0)
 
 
 def labels(origin: str) -> dict[str, str]:

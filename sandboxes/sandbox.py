@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 
+from mol.core.errors import PathEscape, SandboxError, ShellDied
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import PathEscape, SandboxError, ShellDied
 from mol.sandboxes import docker, files, owner
 from mol.sandboxes.egress import Gateway, proxy_environment
 from mol.sandboxes.hardening import ENVIRONMENT, hardening

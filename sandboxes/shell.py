@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from mol.runtime.errors import ShellDied
+from mol.core.errors import ShellDied
 from mol.sandboxes.output import OutputCap
 from mol.sandboxes.stream import STDOUT, MarkerScanner, MuxSocket
 

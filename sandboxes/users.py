@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mol.core.errors import SandboxError
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import SandboxError
 
 DEFAULT_USER = "mol"
 """The non-root user ``mol sandbox image build`` creates (uid 1000)."""

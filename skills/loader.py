@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mol.runtime.errors import SkillError
+from mol.core.errors import SkillError
 
 SKILL_FILE = "SKILL.md"
 """The file that makes a folder a skill."""

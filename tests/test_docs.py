@@ -4,8 +4,8 @@ import argparse
 import re
 from pathlib import Path
 
+from mol.cli.main import COMMANDS, build_parser
 from mol.plugins import hookspecs
-from mol.runtime.cli import COMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

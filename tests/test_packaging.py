@@ -24,7 +24,7 @@ def test_wheel_contains_every_subpackage_and_data_file(tmp_path):
     assert missing == [], f"files missing from the wheel: {missing[:10]}"
     assert "mol/hcp/schema.json" in names and "mol/hcp/examples/prompts/router.md" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "mol = mol.runtime.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "mol = mol.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_bare_imports_are_rejected_by_the_linter(tmp_path):

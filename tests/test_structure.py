@@ -1,19 +1,25 @@
-"""The shape of the code: no import cycles, short modules and functions.
+"""The shape of the code: floors, no import cycles, short modules and functions.
 
-The import graph is built with ``ast`` from every module of the six code
-folders, counting imports inside functions too (a lazy import still ties two
-modules together). ``from a.b import c`` is an edge to ``a.b.c`` when that is a
-module, else to ``a.b``; a package's ``__init__`` is only a node when something
-imports the package itself.
+The import graph is built with ``ast`` from every module of the code folders,
+counting imports inside functions too (a lazy import still ties two modules
+together). ``from a.b import c`` is an edge to ``a.b.c`` when that is a module,
+else to ``a.b``; a package's ``__init__`` is only a node when something imports
+the package itself. Folders sit on the floors ``[tool.mol] floors`` in
+pyproject.toml lists: a folder imports only folders on floors below its own, so
+the folder-level graph has no cycle either.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("runtime", "plugins", "hcp", "sandboxes", "skills", "genui", "eval")
+FLOORS: list[list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mol"][
+    "floors"]
+CODE = tuple(folder for floor in FLOORS for folder in floor)
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -87,6 +93,76 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return groups
+
+
+def folder_graph(graph: dict[str, set[str]], depth: int = 1) -> dict[str, set[str]]:
+    """The import graph between folders: a module's folder is its name's first ``depth``
+    parts after the package."""
+    def folder(name: str) -> str:
+        return ".".join(name.split(".")[1:1 + depth])
+
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        mine = folders.setdefault(folder(name), set())
+        mine.update(folder(t) for t in targets if folder(t) != folder(name))
+    return folders
+
+
+def upward(folders: dict[str, set[str]], floors: Iterable[Iterable[str]]) -> list[str]:
+    """Every import of a folder on its own floor or on a floor above, as ``a -> b``."""
+    level = {folder: n for n, floor in enumerate(floors) for folder in floor}
+    return sorted(f"{a} -> {b}" for a, targets in folders.items() for b in targets
+                  if level.get(b, 0) >= level.get(a, 0))
+
+
+def test_each_folder_imports_only_floors_below_it() -> None:
+    graph = import_graph(modules(ROOT, CODE, "mol"))
+    folders = folder_graph(graph)
+    assert set(folders) == set(CODE)
+    assert upward(folders, FLOORS) == []
+    assert cycles(folders) == []
+
+
+def test_the_floors_are_the_packaging_s_folders() -> None:
+    """setup.py maps exactly the floors' folders; ruff bans each one's bare import."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    banned = pyproject["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"]
+    assert set(banned) == set(CODE)
+    assert sorted(CODE) == sorted(p.parent.name for p in ROOT.glob("*/__init__.py")
+                                  if p.parent.name != "tests")
+
+
+def test_turn_scheduling_and_http_plumbing_stay_below_the_api_shapes() -> None:
+    """The server's three rooms: ``turns`` imports neither ``http`` nor ``api`` (it raises
+    ``MolError``s; ``http`` maps them to statuses), and ``http`` does not import ``api``."""
+    graph = import_graph(modules(ROOT, CODE, "mol"))
+    rooms = {name: targets for name, targets in folder_graph(graph, depth=2).items()
+             if name.startswith("server.")}
+    floors = [["server.turns"], ["server.http"], ["server.api"], ["server.app"]]
+    assert set(rooms) == {"server.turns", "server.http", "server.api", "server.app"}
+    assert upward({k: {t for t in v if t.startswith("server.")} for k, v in rooms.items()},
+                  floors) == []
+
+
+def test_the_floor_check_finds_a_folder_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    toy = tmp_path / "toy"
+    for folder, source in [("ground", "def f():\n    from toy.roof import door\n"),
+                           ("middle", "from toy.ground import a\n"),
+                           ("roof", "from toy.middle import a\ndoor = 1\n")]:
+        (toy / folder).mkdir(parents=True)
+        (toy / folder / "__init__.py").write_text("")
+        (toy / folder / "a.py").write_text(source)
+    (toy / "roof" / "door.py").write_text("")
+    graph = import_graph(modules(tmp_path, ("toy",), ""))
+    folders = {k: v for k, v in folder_graph(graph).items() if k}
+    assert folders == {"ground": {"roof"}, "middle": {"ground"}, "roof": {"middle"}}
+    assert cycles(folders) == [["ground", "middle", "roof"]]
+    floors = [["ground"], ["middle"], ["roof"]]
+    assert upward(folders, floors) == ["ground -> roof"]
+    (toy / "ground" / "a.py").write_text("x = 1\n")  # the lazy import removed
+    folders = {k: v for k, v in folder_graph(import_graph(
+        modules(tmp_path, ("toy",), ""))).items() if k}
+    assert cycles(folders) == [] and upward(folders, floors) == []
 
 
 def test_the_code_folders_have_no_import_cycle() -> None:

@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mol.core import __version__
+from mol.core.errors import EvalError, UsageError
 from mol.eval import keys
 from mol.eval.evolve.gate import decide
 from mol.eval.evolve.lab import Candidate, Lab, resolved
 from mol.eval.evolve.slice import compute_slice
 from mol.eval.store import Episode, Store
-from mol.runtime import __version__
-from mol.runtime.errors import EvalError, UsageError
 
 
 @dataclass
@@ -171,8 +171,8 @@ async def _run(options: EvaluateOptions, parent: ParentRun, artifact: Any, out: 
 
 def _inherit(parent: ParentRun, artifact: Any, out: Path, tasks: set[str]) -> int:
     """Copy the parent's episodes of ``tasks`` into ``out``, marked inherited; how many."""
-    from mol.eval.reads import hcp_reads
-    from mol.eval.trajectory import parse
+    from mol.eval.trajectories.format import parse
+    from mol.eval.trajectories.reads import hcp_reads
 
     count = 0
     with Store(out) as store:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mol.runtime.errors import EvalError, UsageError
+from mol.core.errors import EvalError, UsageError
 
 CANDIDATES = "candidates"
 

@@ -18,12 +18,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from mol.core.errors import EvalError, HCPError
 from mol.eval.evolve.document import MISSING, SKILLS, changes, document, get, touched
 from mol.hcp.changes import toml_text
 from mol.hcp.files import prompt_locations, rebase, resolve
 from mol.hcp.issues import Issue
 from mol.hcp.snapshot import TOML
-from mol.runtime.errors import EvalError, HCPError
 
 
 def materialize(parent: Any, doc: dict[str, Any], folder: Path) -> Any:

@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from mol.core.errors import EvalError
 from mol.eval.evolve.lab import Candidate, Lab
-from mol.runtime.errors import EvalError
 
 
 def promote(lab: Lab, candidate: Candidate, to: Path | None = None) -> dict[str, Any]:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mol.core.errors import HCPError
 from mol.eval.evolve.document import document, touched
 from mol.eval.evolve.lab import Candidate, Lab, candidate_id
 from mol.eval.evolve.materialize import materialize
 from mol.eval.evolve.proposers import Proposal
 from mol.hcp.evolvable import evolvable
-from mol.runtime.errors import HCPError
 
 
 @dataclass
@@ -144,10 +144,10 @@ async def from_adapter(lab: Lab, parent: Any, parent_hcp: Path, run: Path, adapt
     validate what it answers."""
     import anyio
 
+    from mol.core.errors import UsageError
     from mol.eval.evolve.document import evolvable_parts
     from mol.eval.evolve.proposers import ask_adapter, failed_episodes
     from mol.runtime.engine import LiteLLMEngine
-    from mol.runtime.errors import UsageError
 
     if adapter not in parent.doc.adapters:
         raise UsageError(f"--proposer adapter:{adapter}: the HCP declares "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mol.runtime.errors import UsageError
+from mol.core.errors import UsageError
 
 MAX_FAILED = 8
 """Failed episodes shown to an adapter proposer."""
@@ -116,7 +116,7 @@ async def ask_adapter(adapter: str, engine: Any, parts: dict[str, Any], failed: 
 def failed_episodes(run: Path, limit: int = MAX_FAILED) -> str:
     """The run's failed episodes, trimmed, as text for a proposer (one per task)."""
     from mol.eval.store import Store
-    from mol.eval.trajectory import read
+    from mol.eval.trajectories.format import read
 
     with Store(run, create=False) as store:
         episodes = [e for e in store.episodes() if e.outcome != "pass" and e.trajectory]

@@ -4,9 +4,9 @@ For each episode of the parent's run, given the pointers the edit touches:
 
 1. **reads**: the episode read none of them (no read is a prefix of a touched pointer, or
    the other way round): unaffected;
-2. **replay**: it replays under the edited HCP (``mol.eval.replay``) making exactly the
+2. **replay**: it replays under the edited HCP (``mol.eval.trajectories.replay``) making exactly the
    recorded requests: unaffected. Not tried when a touched pointer meets a read replay
-   cannot check (``mol.eval.reads.opaque_reads``: the engine, the sandbox, MCP servers, a
+   cannot check (``mol.eval.trajectories.reads.opaque_reads``: the engine, the sandbox, MCP servers, a
    skill copied into the sandbox);
 3. otherwise affected, with the reason (the first divergence, or why replay could not
    decide).
@@ -93,9 +93,9 @@ async def compute_slice(run: Path, candidate: Any, touched: list[str]) -> Slice:
 async def _episode_tier(run: Path, episode: Any, candidate: Any, touched: list[str],
                         plugins: Any) -> tuple[int, str]:
     """``(tier, reason)`` of one recorded episode."""
-    from mol.eval.reads import opaque_reads
-    from mol.eval.replay import replay_episode
-    from mol.eval.trajectory import read
+    from mol.eval.trajectories.format import read
+    from mol.eval.trajectories.reads import opaque_reads
+    from mol.eval.trajectories.replay import replay_episode
 
     if episode.agent != "mol":
         return 3, f"agent {episode.agent}: nothing recorded to judge the edit by"

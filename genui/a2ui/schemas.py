@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mol.runtime.errors import GenUISetupError
+from mol.core.errors import GenUISetupError
 
 VERSIONS = {"v0.9": "v0_9", "v1.0": "v1_0"}
 """The A2UI versions mol checks, and their folder in the package."""

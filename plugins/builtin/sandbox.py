@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mol.core.errors import SandboxError
+from mol.core.tools import ToolContext, ToolResult
 from mol.plugins import hookimpl
-from mol.runtime.errors import SandboxError
-from mol.runtime.tools import ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from mol.sandboxes.sandbox import Sandbox

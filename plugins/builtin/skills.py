@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 
+from mol.core.tools import ToolContext, ToolResult
 from mol.plugins import hookimpl
-from mol.runtime.tools import ToolContext, ToolResult
 
 WORKSPACE_FOLDER = ".mol-skills"
 """Where ``read_skill_file(..., to_workspace=True)`` puts skill files in the sandbox workspace."""
@@ -34,7 +34,7 @@ def load_skill(name: str, context: ToolContext) -> ToolResult:
     Args:
         name: The skill's name, exactly as in the catalog (e.g. "swe-workflow").
     """
-    from mol.skills.catalog import SkillUnavailable, skill_for
+    from mol.plugins.catalog import SkillUnavailable, skill_for
     from mol.skills.files import list_files
 
     try:
@@ -63,7 +63,7 @@ async def read_skill_file(skill: str, path: str, context: ToolContext,
         to_workspace: Copy the file or folder into the sandbox workspace instead of
             showing it.
     """
-    from mol.skills.catalog import SkillUnavailable, skill_for
+    from mol.plugins.catalog import SkillUnavailable, skill_for
     from mol.skills.files import FileRefused, read_text
 
     try:
@@ -81,8 +81,8 @@ async def read_skill_file(skill: str, path: str, context: ToolContext,
 
 async def _copy_to_workspace(skill: Any, path: str, context: ToolContext) -> ToolResult:
     """Copy skill files into the session's sandbox workspace (executable bits kept)."""
+    from mol.core.errors import SandboxError
     from mol.plugins.builtin.sandbox import session_sandbox
-    from mol.runtime.errors import SandboxError
     from mol.skills.files import files_under
 
     items = files_under(skill, path)

@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from mol.core.errors import LocalEngineError, UsageError
 from mol.hcp.schema import SEED_ADAPTERS
-from mol.runtime.errors import LocalEngineError, UsageError
 
 SEED_TOOL_ADAPTERS = frozenset({"L1", "L2"})
 """The seed's adapters that call tools (``mol engine local`` without an artifact)."""

@@ -38,8 +38,8 @@ from typing import Any
 
 import anyio
 
-from mol.runtime import events as ev
-from mol.runtime.deadlines import paused
+from mol.core import events as ev
+from mol.core.deadlines import paused
 
 logger = logging.getLogger("mol.mcp")
 

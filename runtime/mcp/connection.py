@@ -15,8 +15,8 @@ from typing import Any
 
 import anyio
 
-from mol.runtime import events as ev
-from mol.runtime.errors import MCPError, MCPServerDied, MCPTimeout
+from mol.core import events as ev
+from mol.core.errors import MCPError, MCPServerDied, MCPTimeout
 from mol.runtime.mcp import sdk
 from mol.runtime.mcp.process import ServerProcess
 

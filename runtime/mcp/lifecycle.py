@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from mol.runtime.errors import MCPError, MCPStartupError
+from mol.core.errors import MCPError, MCPStartupError
 from mol.runtime.mcp import sdk
 from mol.runtime.mcp.connection import Connection
 

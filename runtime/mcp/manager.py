@@ -23,10 +23,10 @@ from typing import Any
 
 import anyio
 
-from mol.runtime.errors import MCPError, MCPStartupError, ToolError
+from mol.core.errors import MCPError, MCPStartupError, ToolError
+from mol.core.tools import Tool, ToolContext, ToolResult, run_tool
 from mol.runtime.mcp.naming import RESOURCE_TOOL
 from mol.runtime.mcp.server import Server, ServerStatus, collect_orphan_servers
-from mol.runtime.tools import Tool, ToolContext, ToolResult, run_tool
 
 logger = logging.getLogger("mol.mcp")
 

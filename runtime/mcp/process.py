@@ -27,11 +27,14 @@ import signal
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import anyio.abc
+
+from mol.core.owner import start_ticks
 
 logger = logging.getLogger("mol.mcp")
 
@@ -90,6 +93,7 @@ class ServerProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self.marker = f"{_self_identity()}:{uuid.uuid4().hex[:12]}"
         self._tg: anyio.abc.TaskGroup | None = None
+        self._stack = AsyncExitStack()
 
     @property
     def pid(self) -> int | None:
@@ -109,22 +113,23 @@ class ServerProcess:
             command, env={**self.env, OWNER_VAR: self.marker}, cwd=self.cwd,
             start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            self._tg = anyio.create_task_group()
-            await self._tg.__aenter__()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self.shutdown()
-            raise
-        self._tg.start_soon(self._read_stderr)
+        async with AsyncExitStack() as stack:
+            # Unwinding (a failed start, or __aexit__) shuts the process down first, then
+            # ends the stderr reader.
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            stack.push_async_callback(self._stop)
+            self._tg.start_soon(self._read_stderr)
+            self._stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._tg is not None
+        await self._stack.aclose()
+
+    async def _stop(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.shutdown()
+        assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
 
     async def _read_stderr(self) -> None:
         assert self.process and self.process.stderr
@@ -276,16 +281,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return None
-
-
 def _self_identity() -> str:
-    return f"{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{os.getpid()}:{start_ticks(os.getpid())}"
 
 
 def descendants(pid: int, table: list[tuple[int, str, int, int]]) -> set[int]:
@@ -332,7 +329,10 @@ def reap_orphans() -> list[int]:
     def orphaned(value: bytes) -> bool:
         owner_pid, _, rest = value.decode(errors="replace").partition(":")
         started = rest.partition(":")[0]
-        return not owner_pid.isdigit() or _start_time(int(owner_pid)) != started
+        if not owner_pid.isdigit():
+            return True
+        ticks = start_ticks(int(owner_pid))
+        return ticks is None or str(ticks) != started
 
     victims = [pid for pid in marked(orphaned) if _alive(pid)]
     for pid in victims:

@@ -17,7 +17,8 @@ from typing import Any
 
 import anyio
 
-from mol.runtime.errors import MCPError, MCPServerDied, MCPStartupError
+from mol.core.errors import MCPError, MCPServerDied, MCPStartupError
+from mol.core.tools import Tool, ToolContext, ToolResult
 from mol.runtime.mcp.answers import Answers
 from mol.runtime.mcp.naming import (
     definition_digest,
@@ -26,7 +27,6 @@ from mol.runtime.mcp.naming import (
     resource_tool_name,
 )
 from mol.runtime.mcp.results import cap_text, describe_resource, result_text
-from mol.runtime.tools import Tool, ToolContext, ToolResult
 
 logger = logging.getLogger("mol.mcp")
 
@@ -297,7 +297,7 @@ async def collect_orphan_servers() -> None:
 
 def _compile_all(definitions: list[Any]) -> dict[str, Any]:
     """Each tool's ``CompiledSchema``, or the reason its schema cannot be used."""
-    from mol.runtime.schemas import SchemaProblem, compile_schema
+    from mol.core.schemas import SchemaProblem, compile_schema
 
     checked: dict[str, Any] = {}
     for definition in definitions:

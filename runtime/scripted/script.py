@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mol.runtime.errors import UsageError
+from mol.core.errors import UsageError
 
 RULE_FIELDS = ("when", "when_system", "p", "constrained", "times", "reply", "tool_calls", "error",
                "delay", "usage", "reasoning")

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from mol.runtime.errors import SessionError
+from mol.core.errors import SessionError
 from mol.runtime.sessions.base import (
     LEASE_SEC,
     STORE_ENV,

@@ -79,7 +79,7 @@ class SessionStore(Protocol):
                        response: tuple[str | None, dict[str, Any]] | None = None,
                        aliases: tuple[str, ...] = ()) -> None:
         """Name a point of a session by ``key`` and ``aliases`` (see
-        ``mol.runtime.server.marks``), optionally with the Responses API object stored under
+        ``mol.server.turns.marks``), optionally with the Responses API object stored under
         ``key`` (stored once, never replaced), all in one transaction."""
         ...
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from mol.runtime.errors import SessionError
+from mol.core.errors import SessionError
 from mol.runtime.sessions.sqlstore import SQLStore
 
 T = TypeVar("T")

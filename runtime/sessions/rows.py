@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from mol.runtime.errors import SessionConflict, SessionNotFound
+from mol.core.errors import SessionConflict, SessionNotFound
 from mol.runtime.sessions.base import SessionInfo, TurnLog
 from mol.runtime.views import Conversation, TurnRecord
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mol.runtime.errors import SessionError
+from mol.core.errors import SessionError
 from mol.runtime.sessions.sqlstore import SQLStore
 
 T = TypeVar("T")

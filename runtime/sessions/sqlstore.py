@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from mol.runtime.errors import SessionBusy, SessionError
+from mol.core.errors import SessionBusy, SessionError
 from mol.runtime.sessions import rows
 from mol.runtime.sessions.base import LEASE_SEC, SessionInfo, TurnLog
 from mol.runtime.sessions.schema import MIGRATIONS, render
@@ -31,7 +31,7 @@ T = TypeVar("T")
 def new_owner() -> str:
     """A lease owner for this process: its identity (so a dead local holder is recognised
     at once) plus a token (two runtimes in one process are two owners)."""
-    from mol.sandboxes.owner import current
+    from mol.core.owner import current
 
     return f"{current().label()}#{secrets.token_hex(4)}"
 
@@ -39,7 +39,7 @@ def new_owner() -> str:
 def holder_dead(owner: str, expires: float, now: float) -> bool:
     """Whether a lease is free to take: expired, unowned, or its holder is a process of
     this machine that no longer runs."""
-    from mol.sandboxes.owner import Owner
+    from mol.core.owner import Owner
 
     if not owner or expires <= now:
         return True

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mol.runtime.cli import main
+from mol.cli.main import main
 
 from ..conftest import hcp_text as hcp_text  # re-exported for the tests here
 

@@ -101,7 +101,7 @@ class RayLab:
 
     def mol(self, *argv: str | Path) -> list[str]:
         """``mol ARGV`` inside the namespace (this Python, this checkout's mol)."""
-        return self.inside(sys.executable, "-m", "mol.runtime", *argv)
+        return self.inside(sys.executable, "-m", "mol.cli", *argv)
 
     def engine(self, script: str | Path, log: Path, latency: float = 0.0) -> str:
         """A scripted engine inside the namespace logging each request to ``log``; its URL."""

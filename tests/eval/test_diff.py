@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mol.eval.diff import request_difference, text_diff
-from mol.eval.trajectory import normalized
+from mol.eval.trajectories.diff import request_difference, text_diff
+from mol.eval.trajectories.format import normalized
 
 
 def request(**fields):

@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mol.core.errors import SandboxError
 from mol.eval.images import ensure_image, image_tag
 from mol.eval.tasks import load_task
-from mol.runtime.errors import SandboxError
 from mol.sandboxes import docker
 
 pytestmark = pytest.mark.docker

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
 from mol.eval.store import Store
-from mol.runtime.cli import main
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import PASS, hcp_text, write_task

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from mol.eval.payload import Spec, materialize, pack, task_tree, unpack
-from mol.eval.remote import Worker
+from mol.core import __version__
+from mol.core.errors import TaskError
+from mol.eval.cluster.payload import Spec, materialize, pack, task_tree, unpack
+from mol.eval.cluster.remote import Worker
 from mol.eval.store import Episode
 from mol.eval.tasks import load_suite, load_task
 from mol.hcp.loader import load
 from mol.hcp.snapshot import entries
-from mol.runtime import __version__
-from mol.runtime.errors import TaskError
 
 from .conftest import HCP, SUITE
 

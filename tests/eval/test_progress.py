@@ -60,7 +60,7 @@ def test_at_a_terminal_the_progress_is_one_line_redrawn(tmp_path: Path) -> None:
     hcp.write_text(hcp_text())
     parent, child = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "mol.runtime", "eval", "run", str(tmp_path / "suite"), "--hcp",
+        [sys.executable, "-m", "mol.cli", "eval", "run", str(tmp_path / "suite"), "--hcp",
          str(hcp), "--agent", "oracle", "--out", str(tmp_path / "run")],
         stdin=child, stdout=subprocess.PIPE, stderr=child, close_fds=True)
     os.close(child)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from mol.eval.ray_backend import Cluster
-from mol.runtime.errors import ClusterError
+from mol.core.errors import ClusterError
+from mol.eval.cluster.ray_backend import Cluster
 
 from .conftest import HCP, SUITE, mol
 

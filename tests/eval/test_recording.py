@@ -9,13 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mol.core import events as ev
 from mol.eval.episode import run_episode
 from mol.eval.images import ensure_image
-from mol.eval.recording import Recorder
 from mol.eval.tasks import load_suite, load_task
-from mol.eval.trajectory import parse
+from mol.eval.trajectories.format import parse
+from mol.eval.trajectories.recording import Recorder
 from mol.hcp.loader import load, load_text
-from mol.runtime import events as ev
 from mol.runtime.engine import LiteLLMEngine
 from mol.runtime.testing import ScriptedEngine
 
@@ -142,7 +142,7 @@ def test_mcp_calls_and_hook_verdicts_are_recorded_and_replayed_without_the_serve
     assert log.read_text().count("call echo hello from mcp") == 1
 
     # Replays never start the server; a changed server list diverges where it shows.
-    from mol.eval.replay import replay_episode
+    from mol.eval.trajectories.replay import replay_episode
 
     same = anyio.run(replay_episode, trajectory, artifact)
     assert same.verdict == "identical" and same.requests == same.recorded == 4

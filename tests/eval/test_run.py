@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from mol.cli.main import main
 from mol.eval.store import Store
-from mol.eval.trajectory import read
-from mol.runtime.cli import main
+from mol.eval.trajectories.format import read
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import HCP, L1_TASKS, SCRIPT, SCRIPTED_OUTCOMES, SUITE, mol, mol_json

@@ -65,7 +65,7 @@ def test_sigkill_mid_run_then_rerun_finishes_only_the_missing_episodes(tmp_path:
     run = tmp_path / "run"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with ScriptedEngine.serve(SCRIPT) as engine:
-        command = [sys.executable, "-m", "mol.runtime", "eval", "run", str(tmp_path / "suite"),
+        command = [sys.executable, "-m", "mol.cli", "eval", "run", str(tmp_path / "suite"),
                    "--hcp", str(hcp), "--engine-url", engine.base_url, "--out", str(run),
                    "-j", "2"]
         first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,

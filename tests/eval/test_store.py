@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import EvalError
 from mol.eval.runner import RunOptions, pending
 from mol.eval.store import Episode, Store
 from mol.eval.tasks import load_suite
-from mol.runtime.errors import EvalError
 
 from .conftest import write_task
 
@@ -75,8 +75,8 @@ def test_a_rerun_does_what_is_missing_changed_or_asked_for(tmp_path: Path) -> No
 
 
 def test_a_rerun_redoes_what_ran_under_another_key(tmp_path: Path) -> None:
+    from mol.core import __version__
     from mol.eval import keys
-    from mol.runtime import __version__
 
     write_task(tmp_path / "suite", "a", test="true")
     [task] = load_suite(tmp_path / "suite")

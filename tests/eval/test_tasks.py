@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import TaskError
 from mol.eval.tasks import AGENT_TIMEOUT, load_suite, load_task, parse_config
-from mol.runtime.errors import TaskError
 
 from .conftest import SUITE, write_task
 

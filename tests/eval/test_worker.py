@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from mol.eval.worker import WorkerOptions, start_argv
-from mol.runtime.errors import UsageError
+from mol.core.errors import UsageError
+from mol.eval.cluster.worker import WorkerOptions, start_argv
 
 from .conftest import mol
 

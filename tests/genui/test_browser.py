@@ -26,7 +26,7 @@ def _chromium():
 @contextmanager
 def previewing(path: Path) -> Iterator[str]:
     """``mol genui preview FILE --port 0`` running; the URL it announced."""
-    process = subprocess.Popen([sys.executable, "-m", "mol.runtime", "genui", "preview",
+    process = subprocess.Popen([sys.executable, "-m", "mol.cli", "genui", "preview",
                                 str(path), "--port", "0"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import UsageError
 from mol.genui.checker import check_blocks, check_file
 from mol.genui.extract import blocks
-from mol.runtime.errors import UsageError
 
 from .conftest import DATA, components, create, lines
 

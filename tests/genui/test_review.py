@@ -8,10 +8,10 @@ import json
 import anyio
 import pytest
 
+from mol.core import events as ev
 from mol.genui.review import FEEDBACK_HEADER
 from mol.hcp.loader import load
 from mol.plugins.manager import PluginManager
-from mol.runtime import events as ev
 from mol.runtime.harness import Harness
 from mol.runtime.testing import ScriptedEngine
 

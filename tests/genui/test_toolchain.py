@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from mol.core.errors import GenUISetupError
 from mol.genui import toolchain
-from mol.runtime.errors import GenUISetupError
 
 
 def test_a_missing_cache_names_the_setup_command(tmp_path, monkeypatch):
@@ -43,9 +43,9 @@ def test_mol_imports_without_node(tmp_path):
     """With no node or npm on PATH, the GenUI modules import and an adapter with genui on
     still loads; only a check says what to install."""
     script = (
-        "import mol.genui.checker, mol.genui.review, mol.genui.web, mol.runtime.server.app\n"
+        "import mol.genui.checker, mol.genui.review, mol.genui.web, mol.server.app\n"
         "from mol.genui import toolchain\n"
-        "from mol.runtime.errors import GenUISetupError\n"
+        "from mol.core.errors import GenUISetupError\n"
         "try:\n    toolchain.find()\nexcept GenUISetupError as exc:\n    print(exc)\n")
     env = {**os.environ, "PATH": str(tmp_path), toolchain.HOME_ENV: str(tmp_path / "none")}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
+from mol.core.errors import HCPError
 from mol.hcp.changes import diff
 from mol.hcp.loader import load
-from mol.runtime.cli import main
-from mol.runtime.errors import HCPError
 
 from .conftest import BUNDLE, hcp_text
 

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
+from mol.core.errors import HCPError
 from mol.hcp.changes import apply_patch, diff
 from mol.hcp.loader import load
-from mol.runtime.cli import main
-from mol.runtime.errors import HCPError
 
 
 def test_diff_lists_key_paths_and_changed_files(venti, tmp_path):

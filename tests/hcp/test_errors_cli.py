@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mol.runtime.cli import main
+from mol.cli.main import main
 
 MINIMAL = 'schema_version = 1\nname = "t"\n[router]\nprompt = "route"\n'
 

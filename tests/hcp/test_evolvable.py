@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import HCPError
 from mol.hcp.evolvable import DEFAULT_PATHS, evolvable, pointer, related, segments, within
 from mol.hcp.loader import load
-from mol.runtime.errors import HCPError
 
 from .conftest import hcp_text
 
@@ -75,7 +75,7 @@ def test_the_behaviour_digest_leaves_out_where_the_engine_and_sessions_are(tmp_p
 
 
 def test_mol_hcp_digest_prints_either_digest(tmp_path: Path, capsys) -> None:
-    from mol.runtime.cli import main
+    from mol.cli.main import main
 
     path = tmp_path / "mol.toml"
     path.write_text(hcp_text('[engine]\napi_base = "http://10.0.0.9:8000/v1"\n'))

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mol.core.errors import HCPError
 from mol.hcp.loader import Artifact, load_dict, load_text
-from mol.runtime.errors import HCPError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
 VENTI_TEXT = (EXAMPLES / "venti.toml").read_text()

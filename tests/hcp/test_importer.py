@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
 from mol.hcp.importer import BASE
 from mol.hcp.loader import load
-from mol.runtime.cli import main
 from mol.runtime.mcp import MCPManager
 
 from .conftest import FIXTURES

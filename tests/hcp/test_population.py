@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
+from mol.core.errors import HCPError
 from mol.hcp.loader import load
-from mol.runtime.cli import main
-from mol.runtime.errors import HCPError
 
 FIVE = """\
 schema_version = 2

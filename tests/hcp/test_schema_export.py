@@ -1,7 +1,7 @@
 """The committed JSON Schema matches the models, and documents every field."""
 
+from mol.cli.main import main
 from mol.hcp.export import SCHEMA_FILE, json_schema, json_schema_text
-from mol.runtime.cli import main
 
 
 def test_committed_schema_matches_the_models():

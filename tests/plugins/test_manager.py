@@ -2,10 +2,10 @@
 
 import pytest
 
+from mol.core.errors import PluginError
+from mol.core.tools import ToolContext, function_tool, run_tool
 from mol.plugins import hookimpl
 from mol.plugins.manager import PluginManager
-from mol.runtime.errors import PluginError
-from mol.runtime.tools import ToolContext, function_tool, run_tool
 
 pytestmark = pytest.mark.anyio
 

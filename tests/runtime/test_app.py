@@ -53,7 +53,7 @@ async def test_a_runtime_start_removes_sandboxes_of_a_killed_runtime(hcp):
 
 
 async def test_errors_of_the_callers_block_come_out_unwrapped(hcp):
-    from mol.runtime.errors import EngineTimeout
+    from mol.core.errors import EngineTimeout
 
     with pytest.raises(EngineTimeout, match="too slow") as info:
         async with open_runtime(hcp, plugins=toy_plugins()):

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from mol.runtime.errors import EngineResponseError, EngineTimeout
+from mol.core.errors import EngineResponseError, EngineTimeout
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import bodies, harness, write_hcp
@@ -94,7 +94,7 @@ async def test_engine_timeout(tmp_path):
 
 
 async def test_nothing_listening_is_a_connection_error(tmp_path):
-    from mol.runtime.errors import EngineConnectionError
+    from mol.core.errors import EngineConnectionError
     from mol.runtime.harness import Harness
 
     from .conftest import toy_plugins

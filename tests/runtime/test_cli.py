@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from mol.runtime import __version__
-from mol.runtime.cli import COMMANDS, main
+from mol.cli.main import COMMANDS, main
+from mol.core import __version__
 
 HEAVY = ("litellm", "mcp", "docker", "uvicorn", "starlette", "pydantic")
 
@@ -15,7 +15,7 @@ HEAVY = ("litellm", "mcp", "docker", "uvicorn", "starlette", "pydantic")
 def test_help_imports_no_heavy_library():
     code = (
         "import sys\n"
-        "from mol.runtime.cli import main\n"
+        "from mol.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
@@ -62,7 +62,7 @@ def test_digest_command_prints_only_the_digest(capsys):
 
 
 def test_internal_errors_have_no_traceback_but_a_hint(monkeypatch, capsys):
-    from mol.runtime.commands import hcp
+    from mol.cli.commands import hcp
 
     def boom(args):
         raise RuntimeError("kaput")

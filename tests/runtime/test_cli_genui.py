@@ -13,7 +13,7 @@ DATA = Path(__file__).parents[1] / "genui" / "data"
 def mol(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([sys.executable, "-m", "mol.runtime", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "mol.cli", *args], capture_output=True,
                           text=True, timeout=120, check=False, env={**os.environ, **(env or {})})
 
 

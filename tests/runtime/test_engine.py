@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mol.runtime.engine import LiteLLMEngine
-from mol.runtime.errors import (
+from mol.core.errors import (
     EngineAdapterUnavailable,
     EngineContextLength,
     EngineProtocolError,
     EngineResponseError,
     ToolError,
 )
+from mol.core.tools import Tool
+from mol.runtime.engine import LiteLLMEngine
 from mol.runtime.testing import ScriptedEngine
-from mol.runtime.tools import Tool
 
 from .conftest import harness
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import ConversationError, EngineAdapterUnavailable
 from mol.hcp.loader import Artifact, load
-from mol.runtime.errors import ConversationError, EngineAdapterUnavailable
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.views import adapter_of_call
 

@@ -14,8 +14,8 @@ import httpx
 import openai
 import pytest
 
-from mol.runtime.cli import main
-from mol.runtime.errors import ServerError, UsageError
+from mol.cli.main import main
+from mol.core.errors import ServerError, UsageError
 from mol.runtime.scripted.requests import HTTPProblem, grammar_choices
 from mol.runtime.testing import ScriptedEngine, load_script
 
@@ -449,7 +449,7 @@ class LineReader:
 def test_cli_serves_then_stops_cleanly_on_sigterm(tmp_path: Path):
     script, log = tmp_path / "script.toml", tmp_path / "log.jsonl"
     script.write_text(DESIGN_EXAMPLE)
-    command = [sys.executable, "-m", "mol.runtime", "engine", "scripted", "--script", str(script),
+    command = [sys.executable, "-m", "mol.cli", "engine", "scripted", "--script", str(script),
                "--port", "0", "--log", str(log)]
     with subprocess.Popen(command, stderr=subprocess.PIPE) as proc:
         stderr = LineReader(proc.stderr)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mol.runtime.errors import InvalidTranscript
+from mol.core.errors import InvalidTranscript
 from mol.runtime.views import Conversation, open_calls, steps_problem
 
 USER = {"role": "user", "content": "hi"}

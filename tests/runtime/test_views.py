@@ -80,7 +80,7 @@ reply = "You are in Lisbon."
 
 
 async def test_unknown_call_ids_are_refused(hcp):
-    from mol.runtime.errors import ConversationError
+    from mol.core.errors import ConversationError
 
     async with ScriptedEngine.serve("[[L0]]\nreply = 'x'\n") as engine, harness(hcp, engine) as h:
         with pytest.raises(ConversationError, match="unknown call ids"):

@@ -8,7 +8,7 @@ import os
 import anyio
 import pytest
 
-from mol.runtime.errors import PathEscape, SandboxError
+from mol.core.errors import PathEscape, SandboxError
 from mol.sandboxes import docker
 from mol.sandboxes.sandbox import Sandbox
 

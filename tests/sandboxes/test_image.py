@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mol.runtime.errors import SandboxError
+from mol.core.errors import SandboxError
 from mol.sandboxes import image
 from mol.sandboxes.sandbox import Sandbox
 

@@ -13,15 +13,15 @@ import time
 import anyio
 import pytest
 
+from mol.core.errors import SandboxError
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import SandboxError
 from mol.sandboxes import docker, owner
 from mol.sandboxes.pool import SandboxPool
 from mol.sandboxes.sandbox import Sandbox, open_sandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
-MOL = [sys.executable, "-m", "mol.runtime"]
+MOL = [sys.executable, "-m", "mol.cli"]
 
 ORPHAN_MAKER = """
 import anyio

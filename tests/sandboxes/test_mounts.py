@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import PathEscape
 from mol.hcp.schema import SandboxConfig
-from mol.runtime.errors import PathEscape
 from mol.sandboxes import docker
 from mol.sandboxes.sandbox import Sandbox
 

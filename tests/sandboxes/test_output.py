@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mol.runtime.errors import PathEscape
+from mol.core.errors import PathEscape
 from mol.sandboxes.files import confine, inside
 from mol.sandboxes.output import OutputCap, printable
 from mol.sandboxes.stream import MarkerScanner

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from mol.core.tools import Resources, ToolContext, ToolResult, run_tool
 from mol.hcp.loader import load
 from mol.plugins.manager import PluginManager
-from mol.runtime.tools import Resources, ToolContext, ToolResult, run_tool
 from mol.sandboxes import docker, owner
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]

@@ -6,12 +6,12 @@ import shutil
 
 import pytest
 
+from mol.core.errors import HCPError
 from mol.hcp import loader as hcp_loader
 from mol.hcp.digest import digest_value
 from mol.hcp.loader import load
-from mol.runtime.errors import HCPError
+from mol.plugins.catalog import CATALOG_HEADER, catalog_text, with_catalog
 from mol.skills import loader as skill_loader
-from mol.skills.catalog import CATALOG_HEADER, catalog_text, with_catalog
 
 
 def _error(path) -> str:

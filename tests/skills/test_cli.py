@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mol.runtime.cli import main
+from mol.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
 PUBLISHED = Path(__file__).resolve().parent / "published"

@@ -8,10 +8,10 @@ import anyio
 import pytest
 
 from mol.hcp.loader import load
+from mol.plugins.catalog import catalog_text
 from mol.plugins.manager import PluginManager
 from mol.runtime.harness import Harness
 from mol.runtime.testing import ScriptedEngine
-from mol.skills.catalog import catalog_text
 
 ARTIFACT = """\
 schema_version = 1

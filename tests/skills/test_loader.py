@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mol.runtime.errors import SkillError
+from mol.core.errors import SkillError
 from mol.skills.loader import (
     BUILTIN_ROOT,
     builtin_skills,

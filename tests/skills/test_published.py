@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.tools import ToolContext
 from mol.hcp.digest import digest_tree
 from mol.plugins.builtin.skills import load_skill, read_skill_file
-from mol.runtime.tools import ToolContext
 from mol.skills.files import list_files
 from mol.skills.loader import load_skill_folder
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
+from mol.core.tools import ToolContext, run_tool
 from mol.hcp.loader import load
 from mol.plugins.manager import PluginManager
-from mol.runtime.tools import ToolContext, run_tool
 from mol.skills.files import MAX_FILE_BYTES
 
 

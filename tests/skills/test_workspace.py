@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from mol.core.tools import Resources, ToolContext
 from mol.hcp.loader import load
 from mol.plugins.builtin.sandbox import session_sandbox
 from mol.plugins.builtin.skills import read_skill_file
-from mol.runtime.tools import Resources, ToolContext
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 
-from mol.runtime import __version__
-from mol.runtime.errors import MCPStartupError
+from mol.core import __version__
+from mol.core.errors import MCPStartupError
 from mol.runtime.mcp import limits
 from mol.runtime.mcp.process import Oversize, ServerProcess, server_environment
 

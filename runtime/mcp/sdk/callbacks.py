@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mol.runtime.errors import EngineError
+from mol.core.errors import EngineError
 from mol.runtime.mcp.answers import Refusal
 
 logger = logging.getLogger("mol.mcp")

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from mol.runtime.errors import MCPError, MCPStartupError
+from mol.core.errors import MCPError, MCPStartupError
 
 logger = logging.getLogger("mol.mcp")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mol.runtime.cli import main
+from mol.cli.main import main
 from mol.runtime.testing import ScriptedEngine
 
 from ..conftest import EXAMPLES

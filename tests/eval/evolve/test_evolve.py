@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
 from mol.eval.store import Store
 from mol.hcp.loader import load
-from mol.runtime.cli import main
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import HCP, PATCHES, SUITE, mol, mol_json

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from mol.core.errors import EvalError
 from mol.eval.evolve.document import document, touched
 from mol.eval.evolve.materialize import materialize
 from mol.hcp.changes import patch_document
 from mol.hcp.loader import load
-from mol.runtime.errors import EvalError
 
 from .conftest import hcp_text
 

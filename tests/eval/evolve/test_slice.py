@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
 from mol.eval.evolve.document import document
 from mol.eval.evolve.materialize import materialize
 from mol.eval.store import Store
 from mol.hcp.changes import patch_document
 from mol.hcp.loader import load
-from mol.runtime.cli import main
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import HCP, PARENT_OUTCOMES, PATCHES, SUITE, mol, mol_json

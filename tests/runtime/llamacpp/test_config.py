@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from mol.cli.main import main
+from mol.core.errors import HCPError, LocalEngineError, UsageError
 from mol.hcp.loader import load, load_text
-from mol.runtime.cli import main
-from mol.runtime.errors import HCPError, LocalEngineError, UsageError
 from mol.runtime.llamacpp import supervisor as local_engine
 from mol.runtime.llamacpp.supervisor import (
     LocalEngineConfig,

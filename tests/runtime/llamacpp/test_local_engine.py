@@ -13,8 +13,8 @@ import anyio
 import httpx
 import pytest
 
+from mol.core.errors import LocalEngineError
 from mol.hcp.loader import load, load_text
-from mol.runtime.errors import LocalEngineError
 from mol.runtime.llamacpp.supervisor import (
     LocalEngine,
     LocalEngineConfig,
@@ -220,7 +220,7 @@ async def test_cli_serves_until_sigterm_then_stops_the_engine() -> None:
     import sys
 
     async with await anyio.open_process(
-            [sys.executable, "-m", "mol.runtime", "engine", "local", "--port", "0"],
+            [sys.executable, "-m", "mol.cli", "engine", "local", "--port", "0"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         with anyio.fail_after(60):
             base_url = (await process.stdout.receive()).decode().strip()

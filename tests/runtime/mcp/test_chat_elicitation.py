@@ -72,7 +72,7 @@ async def test_mol_chat_asks_the_person_and_the_model_reads_the_answer(tmp_path)
         hcp = tmp_path / "mol.toml"
         hcp.write_text(artifact_text(servers, adapters))
         env = {**os.environ, "HOME": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        terminal = Terminal([sys.executable, "-m", "mol.runtime", "chat", "--hcp", str(hcp),
+        terminal = Terminal([sys.executable, "-m", "mol.cli", "chat", "--hcp", str(hcp),
                              "--engine-url", engine.base_url], env)
 
         def converse() -> None:

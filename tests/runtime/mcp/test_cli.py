@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mol.runtime.cli import main
+from mol.cli.main import main
 
 from .conftest import artifact_text, children, group_members, stdio_server
 
-MOL = [sys.executable, "-m", "mol.runtime"]
+MOL = [sys.executable, "-m", "mol.cli"]
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mol.core.errors import MCPError
+from mol.core.tools import ToolContext
 from mol.hcp.loader import load_text
 from mol.plugins.manager import PluginManager
 from mol.runtime.app import open_runtime
-from mol.runtime.errors import MCPError
 from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
-from mol.runtime.tools import ToolContext
 
 from .conftest import artifact_text, stdio_server, wait_for
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mol.cli.main import main as mol_main
+from mol.core.errors import MCPError
 from mol.hcp.loader import load
-from mol.runtime.cli import main as mol_main
-from mol.runtime.errors import MCPError
 from mol.runtime.mcp import MCPManager
 from mol.runtime.mcp.sdk.oauth import check_url, token_path, url_guard
 

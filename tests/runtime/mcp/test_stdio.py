@@ -10,7 +10,7 @@ import time
 import anyio
 import pytest
 
-from mol.runtime.errors import MCPStartupError
+from mol.core.errors import MCPStartupError
 from mol.runtime.mcp import MCPManager
 from mol.runtime.mcp.sdk import load as load_sdk
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mol.core.tools import TOOL_NAME
 from mol.runtime.mcp.naming import (
     definition_digest,
     filter_tools,
@@ -16,7 +17,6 @@ from mol.runtime.mcp.naming import (
 )
 from mol.runtime.mcp.results import cap_text, result_text
 from mol.runtime.mcp.server import backoff_delay
-from mol.runtime.tools import TOOL_NAME
 
 server_names = st.from_regex(r"[A-Za-z0-9_-]{1,80}", fullmatch=True)
 tool_names = st.text(min_size=1, max_size=100)

@@ -7,8 +7,8 @@ import httpx
 import openai
 import pytest
 
-from mol.runtime.cli import main
-from mol.runtime.errors import UsageError
+from mol.cli.main import main
+from mol.core.errors import UsageError
 from mol.runtime.testing import ScriptedEngine
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

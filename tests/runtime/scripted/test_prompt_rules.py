@@ -6,7 +6,7 @@ import os
 import openai
 import pytest
 
-from mol.runtime.errors import UsageError
+from mol.core.errors import UsageError
 from mol.runtime.testing import ScriptedEngine, load_script
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mol.runtime.cli import main
+from mol.cli.main import main
 from mol.runtime.testing import ScriptedEngine
 
 HCP = """\

@@ -10,8 +10,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from mol.runtime.errors import SessionBusy, SessionConflict, SessionError, SessionNotFound
-from mol.runtime.server.marks import continues_in_place, fork, mark_of
+from mol.core.errors import SessionBusy, SessionConflict, SessionError, SessionNotFound
 from mol.runtime.sessions import (
     MIGRATIONS,
     SQLiteSessionStore,
@@ -21,6 +20,7 @@ from mol.runtime.sessions import (
     store_path,
 )
 from mol.runtime.views import Conversation, TurnRecord
+from mol.server.turns.marks import continues_in_place, fork, mark_of
 
 pytestmark = pytest.mark.anyio
 

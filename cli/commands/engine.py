@@ -1,0 +1,100 @@
+"""``mol engine``: serve a model engine; ``scripted`` is the test double of docs/scripted-engine.md."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from mol.core.errors import UsageError
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``mol engine`` subcommands."""
+    sub = parser.add_subparsers(dest="engine_command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser(
+        "scripted",
+        help="serve a TOML script over the OpenAI Chat Completions protocol (test double)",
+        description="Answer chat completions from a script of rules per adapter; "
+                    "see docs/scripted-engine.md. Stops on SIGINT or SIGTERM.",
+    )
+    p.add_argument("--script", type=Path, required=True, metavar="FILE", help="the TOML script")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    p.add_argument("--log", type=Path, metavar="FILE",
+                   help="append every request received to FILE, one JSON object a line")
+    p.add_argument("--latency", type=float, default=0.0, metavar="SEC",
+                   help="seconds to wait before answering every request (default: 0)")
+    p.add_argument("--reasoning-parser", choices=("reasoning_content", "reasoning"),
+                   metavar="FIELD", help="answer like a reasoning model behind a reasoning "
+                   "parser filling FIELD (reasoning_content or reasoning): replies go there "
+                   "unless the request turns thinking off")
+    p.add_argument("--seed", type=int, default=0, help="seed of the stochastic rules (p = ...; "
+                   "default 0)")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
+    p.set_defaults(func=scripted)
+
+    p = sub.add_parser(
+        "local",
+        help="serve a small real model as L0-L3 on loopback (llama.cpp; the 'local' extra)",
+        description="Serve a GGUF model (default: SmolLM2-135M-Instruct) as the adapters "
+                    "L0-L3 with llama.cpp; see docs/local-engine.md. Stops on SIGINT or SIGTERM.",
+    )
+    p.add_argument("--port", type=int, default=8080, help="loopback port (default: 8080; 0: free)")
+    p.add_argument("--model", type=Path, metavar="GGUF", help="model file (default: SmolLM2-135M)")
+    p.add_argument("--lora", action="append", default=[], metavar="L1=PATH",
+                   help="a LoRA file for one adapter (repeatable)")
+    p.set_defaults(func=local)
+
+
+def scripted(args: argparse.Namespace) -> int:
+    """Serve the script until SIGINT or SIGTERM, then shut down cleanly (exit 0)."""
+    from mol.runtime.testing import ScriptedEngine
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    if not args.script.is_file():
+        raise UsageError(f"--script {args.script}: no such file")
+    on_request = None if args.quiet else _print_request
+    engine = ScriptedEngine(args.script, log_path=args.log, host=args.host, port=args.port,
+                            latency=args.latency, on_request=on_request,
+                            reasoning_parser=args.reasoning_parser, seed=args.seed)
+    # Block the stop signals before the server thread starts (threads inherit
+    # the mask), so they reach the sigwait below rather than interrupting uvicorn.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        with engine:
+            log = f", logging requests to {args.log}" if args.log else ""
+            print(f"mol engine scripted: serving {', '.join(engine.script.adapters)} at "
+                  f"{engine.base_url}{log}", file=sys.stderr, flush=True)
+            received = signal.sigwait(_STOP_SIGNALS)
+            print(f"mol engine scripted: {signal.Signals(received).name}, shutting down",
+                  file=sys.stderr, flush=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    return 0
+
+
+async def local(args: argparse.Namespace) -> int:
+    """Serve the local engine until SIGINT or SIGTERM; print its address on stdout."""
+    from mol.runtime.llamacpp.supervisor import LocalEngineConfig, parse_lora, serve_until_stopped
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    loras = dict(parse_lora(spec) for spec in args.lora)
+    await serve_until_stopped(LocalEngineConfig(port=args.port, model=args.model, loras=loras))
+    return 0
+
+
+def _print_request(record: dict[str, Any]) -> None:
+    """One progress line per request: sequence, adapter, rule, status (and the error if any)."""
+    rule = f"[{record['rule']}]" if record["rule"] is not None else ""
+    line = f"  #{record['seq']} {record['adapter'] or '?'}{rule} -> {record['status']}"
+    if record.get("error"):
+        line += f": {record['error']}"
+    print(line, file=sys.stderr, flush=True)

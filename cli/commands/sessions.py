@@ -1,0 +1,76 @@
+"""``mol sessions list`` and ``mol sessions show ID``: what the client never sees."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from mol.cli.commands.common import add_hcp_argument, open_store
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mol sessions``."""
+    sub = parser.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND", required=True)
+    p = sub.add_parser("list", help="stored sessions, most recent first")
+    _store_arguments(p)
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    p.set_defaults(func=list_sessions)
+    p = sub.add_parser("show", help="a session's per-adapter views, route decisions and summaries")
+    _store_arguments(p)
+    p.add_argument("session", help="the session id (see 'mol sessions list')")
+    p.set_defaults(func=show_session)
+
+
+def _store_arguments(parser: argparse.ArgumentParser) -> None:
+    add_hcp_argument(parser, help="use the artifact's [session] store (default: $MOL_HCP)")
+    parser.add_argument("--store", help="the store: sqlite:///PATH or a path "
+                        "(default: $MOL_SESSION_STORE, else the artifact's)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+async def list_sessions(args: argparse.Namespace) -> int:
+    """One line per session: id, last update, turns, last turn's status, HCP digest."""
+    async with open_store(args) as store:
+        found = await store.sessions(args.limit)
+    if args.json:
+        print(json.dumps([vars(s) for s in found], indent=2))
+        return 0
+    for s in found:
+        print(f"{s.id}  {_when(s.updated)}  {s.turns:3d} turns  {s.last_status or '-':11s}  "
+              f"{s.hcp_digest[:19]}")
+    return 0
+
+
+async def show_session(args: argparse.Namespace) -> int:
+    """Turns (route decisions, status, summaries) and every adapter's view."""
+    async with open_store(args) as store:
+        conversation = await store.load(args.session)
+        logs = await store.turn_logs(args.session)
+    if args.json:
+        data = conversation.to_dict()
+        for turn, extra in zip(data["turns"], logs, strict=True):
+            turn.update(hcp_digest=extra["hcp_digest"], usage=extra["usage"],
+                        events=extra["events"])
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    print(f"session {conversation.id}: {len(conversation.turns)} turns")
+    for turn, extra in zip(conversation.turns, logs, strict=True):
+        route = f"route {turn.route_raw!r}" + (" (fallback)" if turn.route_fallback else "")
+        print(f"\nturn {turn.index} [{turn.status}] -> {turn.adapter}, {route}, "
+              f"hcp {extra['hcp_digest'][:19]}, usage {extra['usage']}")
+        print(f"  user:    {turn.user}")
+        print(f"  answer:  {turn.answer}")
+        print(f"  summary: {turn.summary}" + ("" if turn.summary_ok else " (plain record)"))
+        if turn.tools:
+            print(f"  tools:   {', '.join(turn.tools)}")
+    for adapter, view in sorted(conversation.views.items()):
+        print(f"\nview {adapter} ({len(view)} messages)")
+        for message in view:
+            text = message.get("content") or json.dumps(message.get("tool_calls"))
+            print(f"  {message['role']:9s} {str(text)[:300]}")
+    return 0

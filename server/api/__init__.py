@@ -1,0 +1,1 @@
+"""The API shapes the server speaks: Chat Completions, Responses and stored responses."""

@@ -1,0 +1,197 @@
+"""``POST /v1/chat/completions``: stateless for the client, continuous for mol.
+
+The client resends the whole history each time. mol names the point each
+reply ends at by a fingerprint of the client-visible transcript (the messages
+as the client sent them plus the reply as mol sent it), so the next request,
+whose history minus its new last message has that fingerprint, continues the
+stored conversation with its per-adapter views and summaries intact. A history
+mol does not know is rebuilt: its messages become plain history in every
+adapter's view. A trailing ``tool`` message answering a mol-issued call id
+goes back to the adapter encoded in the id, without routing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from mol.core import events as ev
+from mol.server.api.genui import chat_metadata
+from mol.server.api.messages import (
+    MAX_MESSAGES,
+    bounded,
+    client_tools,
+    fingerprint,
+    normalize,
+    resolve_model,
+    split,
+)
+from mol.server.api.params import chat_params
+from mol.server.api.replies import Item, Outcome, Reply, respond
+from mol.server.http.bodies import field, read_json
+from mol.server.http.errors import ApiError
+from mol.server.http.sse import KEEPALIVE_COMMENT, sse
+from mol.server.turns.jobs import KeepAlive
+from mol.server.turns.runner import Job, Runner, TurnRequest
+
+
+async def chat_completions(request: Request) -> Response:
+    """The route: validate, start the turn, answer (JSON or a stream of chunks)."""
+    state = request.app.state
+    body = await read_json(request, state.max_body)
+    adapter = resolve_model(body, state.models)
+    raw = bounded(field(body, "messages", list, required=True), "messages", MAX_MESSAGES)
+    messages = [normalize(m, f"messages[{i}]") for i, m in enumerate(raw)]
+    history, text, results, fields = split(messages, state.adapters)
+    stream = field(body, "stream", bool, default=False)
+    options = field(body, "stream_options", dict, default={})
+    usage_too = field(options, "include_usage", bool, default=False, where="stream_options.")
+    turn = TurnRequest(text=text, tool_results=results, result_fields=fields,
+                       key=fingerprint(history) if history else None, seed=history,
+                       adapter=adapter, client_tools=client_tools(body), stream=stream,
+                       params=chat_params(body))
+    runner: Runner = state.runner
+    reply = ChatReply(body["model"], messages, await runner.start(turn), runner)
+    return await respond(reply, stream, reply.complete,
+                         lambda first, rest: reply.chunks(first, rest, usage_too),
+                         state.keepalive)
+
+
+class ChatReply(Reply):
+    """A turn's events as a ``chat.completion`` or its chunks."""
+
+    id_prefix = "chatcmpl-"
+
+    def __init__(self, model: str, messages: list[dict[str, Any]], job: Job,
+                 runner: Runner) -> None:
+        super().__init__(model, job, runner)
+        self.messages = messages
+        self.sent: list[str] = []
+        self.streamed_calls: set[int] = set()
+
+    async def finish(self, message: dict[str, Any]) -> None:
+        """Name the point this reply ends at by the transcript the client now holds."""
+        transcript = [*self.messages, {k: v for k, v in message.items() if v is not None}]
+        if transcript[-1].get("content") is None:
+            transcript[-1]["content"] = ""
+        await self.runner.name(self.job, fingerprint(transcript))
+
+    def _usage(self) -> dict[str, Any]:
+        return {**self.usage, "total_tokens": sum(self.usage.values()),
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+
+    async def complete(self, outcome: Outcome) -> dict[str, Any]:
+        """The non-streaming ``chat.completion`` object."""
+        if isinstance(outcome, ApiError):
+            raise outcome
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if isinstance(outcome, ev.ClientToolsRequested):
+            message["tool_calls"], finish = outcome.calls, "tool_calls"
+        else:
+            message["content"] = outcome.text
+            finish = _finish_reason(outcome.stopped)
+        await self.finish(message)  # the client's transcript: the reasoning is not sent back
+        if outcome.reasoning:
+            message["reasoning_content"] = outcome.reasoning
+        return {"id": self.id, "object": "chat.completion", "created": self.created,
+                "model": self.model, "choices": [{"index": 0, "message": message,
+                                                  "finish_reason": finish, "logprobs": None}],
+                "usage": self._usage(), "metadata": self._metadata()}
+
+    def _metadata(self) -> dict[str, Any]:
+        """mol's ``metadata``: the adapter and route, and the generated UI when checked."""
+        return {**self.metadata(), **chat_metadata(self.genui)}
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None,
+               usage_too: bool = False) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        if usage_too:
+            chunk["usage"] = None
+        if finish is not None:
+            chunk["metadata"] = self._metadata()
+        return sse(chunk)
+
+    async def chunks(self, first: Item, rest: AsyncIterator[Item],
+                     usage_too: bool) -> AsyncIterator[bytes]:
+        """The streamed reply: role, content deltas as they come, tool calls, finish, usage."""
+        try:
+            yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
+            item: Item | None = first
+            while item is not None:
+                if isinstance(item, KeepAlive):
+                    yield KEEPALIVE_COMMENT
+                elif isinstance(item, ev.ReasoningDelta):
+                    yield self._chunk({"reasoning_content": item.text}, usage_too=usage_too)
+                elif isinstance(item, ev.TextDelta):
+                    self.sent.append(item.text)
+                    yield self._chunk({"content": item.text}, usage_too=usage_too)
+                elif isinstance(item, ev.ToolCallDelta):
+                    self.streamed_calls.add(item.index)
+                    yield self._chunk({"tool_calls": [_call_fragment(item)]},
+                                      usage_too=usage_too)
+                elif isinstance(item, ApiError):
+                    yield sse(item.body())
+                    break
+                else:
+                    for piece in await self._final(item, usage_too):
+                        yield piece
+                    break
+                item = await anext(rest, None)
+            yield sse("[DONE]")
+            self.finished = True
+        finally:
+            # Also when the client went away mid-stream; the turn itself goes on.
+            self.gone("chat completion")
+            self.job.receive.close()
+
+    async def _final(self, outcome: ev.Answered | ev.ClientToolsRequested,
+                     usage_too: bool) -> list[bytes]:
+        pieces = []
+        content = "".join(self.sent) or None
+        if isinstance(outcome, ev.ClientToolsRequested):
+            # Calls already streamed fragment by fragment are not sent again.
+            calls = [{"index": i, **call} for i, call in enumerate(outcome.calls)
+                     if i not in self.streamed_calls]
+            if calls:
+                pieces.append(self._chunk({"tool_calls": calls}, usage_too=usage_too))
+            finish = "tool_calls"
+            await self.finish({"role": "assistant", "content": content,
+                               "tool_calls": outcome.calls})
+        else:
+            if not self.sent and outcome.text:  # e.g. a stopped turn's notice: nothing streamed
+                pieces.append(self._chunk({"content": outcome.text}, usage_too=usage_too))
+                content = outcome.text
+            finish = _finish_reason(outcome.stopped)
+            await self.finish({"role": "assistant", "content": content})
+        pieces.append(self._chunk({}, finish, usage_too=usage_too))
+        if usage_too:
+            pieces.append(sse({"id": self.id, "object": "chat.completion.chunk",
+                               "created": self.created, "model": self.model, "choices": [],
+                               "usage": self._usage()}))
+        return pieces
+
+
+def _call_fragment(delta: ev.ToolCallDelta) -> dict[str, Any]:
+    """A ``delta.tool_calls`` entry: id, type and name with a call's first fragment only."""
+    fragment: dict[str, Any] = {"index": delta.index}
+    if delta.call_id is not None:
+        fragment.update(id=delta.call_id, type="function")
+    function: dict[str, Any] = {"arguments": delta.arguments}
+    if delta.name is not None:
+        function["name"] = delta.name
+    fragment["function"] = function
+    return fragment
+
+
+def _finish_reason(stopped: str) -> str:
+    """``finish_reason`` of a turn that ended with an answer: ``content_filter`` when a hook
+    blocked the prompt, ``length`` when a limit stopped it, else ``stop``."""
+    if stopped == "prompt_blocked":
+        return "content_filter"
+    return "length" if stopped else "stop"

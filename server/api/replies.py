@@ -1,0 +1,150 @@
+"""What the two APIs' replies share: reading a turn's typed events, and the route tail.
+
+A ``Reply`` reads the events of one ``Job`` (``mol.server.turns.runner``)
+and hands its subclass (a chat completion, a Responses object) exactly what it
+renders: ``ReasoningDelta``, ``TextDelta`` and ``ToolCallDelta`` while
+streaming, then one outcome: ``Answered``, ``ClientToolsRequested`` or an
+``ApiError``. On the way it keeps what both APIs report: the usage (with the
+engine's cached prompt tokens) and which adapter answered and how it was
+chosen (``RouteDecided``), which reach the client as the ``x-mol-adapter`` and
+``x-mol-route`` headers and the body's ``metadata``. ``respond`` is the tail
+both routes share: wait for the first item, answer an error at once, else a
+JSON body or a stream. While a streamed turn works without anything to send
+(tools running), an SSE comment goes out every ``keepalive`` seconds, so proxies
+and clients do not take the quiet connection for a dead one; a stream still
+waiting for its first item after that long starts with them.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from mol.core import events as ev
+from mol.runtime.harness import TurnResult
+from mol.server.http.errors import ApiError
+from mol.server.turns.jobs import KeepAlive, TurnCancelled
+from mol.server.turns.runner import Job, Runner
+
+log = logging.getLogger("mol.server")
+
+Outcome = ev.Answered | ev.ClientToolsRequested | ApiError
+"""How a turn ends, as a reply sees it."""
+Delta = ev.ReasoningDelta | ev.TextDelta | ev.ToolCallDelta
+Item = Delta | Outcome | KeepAlive
+
+
+
+class Reply:
+    """Reads one job's events; subclasses render them in their API's shape."""
+
+    id_prefix = "reply-"
+
+    def __init__(self, model: str, job: Job, runner: Runner) -> None:
+        self.model, self.job, self.runner = model, job, runner
+        self.id = self.id_prefix + secrets.token_hex(12)
+        self.created = int(time.time())
+        self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.cached_tokens = 0
+        """Prompt tokens the engine served from its prefix cache, when it says."""
+        self.genui: ev.GenUIChecked | None = None
+        """The turn's last generated-UI check (``mol.server.api.genui`` renders it)."""
+        self.adapter = ""
+        """The adapter answering the turn (the last ``RouteDecided``)."""
+        self.route = ""
+        """How it was chosen: ``routed``, ``fallback`` or ``pinned``."""
+        self.keepalive: float | None = None
+        """Seconds of quiet after which a stream sends a keep-alive comment."""
+        self.finished = False
+        """The reply reached its end (a stream cut short by the client has not)."""
+
+    def headers(self) -> dict[str, str]:
+        """``x-mol-adapter`` and ``x-mol-route``, once the route is known."""
+        if not self.adapter:
+            return {}
+        return {"x-mol-adapter": self.adapter, "x-mol-route": self.route}
+
+    def metadata(self) -> dict[str, str]:
+        """The same as the headers, for the body's ``metadata``."""
+        return {"mol_adapter": self.adapter, "mol_route": self.route} if self.adapter else {}
+
+    async def items(self) -> AsyncIterator[Item]:
+        """Deltas and keep-alives (streaming only), then exactly one outcome."""
+        stream = self.job.request.stream
+        async for item in self.job.outcomes(self.keepalive if stream else None):
+            if isinstance(item, KeepAlive):
+                yield item
+            elif isinstance(item, ApiError):
+                yield item
+                return
+            if isinstance(item, TurnResult):  # the turn ended without its outcome event
+                yield (ev.ClientToolsRequested(item.adapter, item.client_calls, item.reasoning)
+                       if item.status == "waiting" else
+                       ev.Answered(item.adapter, item.answer, item.stopped, item.reasoning))
+                return
+            if isinstance(item, ev.ModelCalled):
+                ev.add_usage(self.usage, item.usage)
+                self.cached_tokens += item.usage.get("cached_tokens") or 0
+            elif isinstance(item, ev.GenUIChecked):
+                self.genui = item
+            elif isinstance(item, ev.RouteDecided):
+                self.adapter, self.route = item.adapter, item.how
+            elif isinstance(item, Delta) and stream:
+                yield item
+            elif isinstance(item, ev.Answered | ev.ClientToolsRequested):
+                yield item
+                return
+
+
+    def gone(self, what: str) -> None:
+        """Log, in one line, a client that went away before the end of a stream."""
+        if not self.finished:
+            log.info("the client went away mid-stream (%s %s, adapter %s)", what, self.id,
+                     self.adapter or "not chosen yet")
+
+
+async def respond(reply: Reply, stream: bool,
+                  complete: Callable[[Outcome], Awaitable[dict[str, Any]]],
+                  streamed: Callable[[Item, AsyncIterator[Item]], AsyncIterator[bytes]],
+                  keepalive: float | None = None) -> Response:
+    """The reply to a started turn: an error at once, else the JSON body or the stream.
+
+    ``complete(outcome)`` builds the non-streaming body (it renders a cancelled turn);
+    ``streamed(first, rest)`` yields the server-sent events from the first item on.
+    """
+    reply.keepalive = keepalive
+    items = reply.items()
+    first = await anext(items)
+    if isinstance(first, ApiError) and not isinstance(first, TurnCancelled):
+        await items.aclose()
+        return first.response()
+    if not stream:
+        try:
+            # Without streaming no deltas are passed on: the first item is the outcome.
+            assert not isinstance(first, Delta | KeepAlive)
+            return _Delivered(reply.job, JSONResponse(await complete(first),
+                                                      headers=reply.headers()))
+        finally:
+            await items.aclose()
+    return _Delivered(reply.job, StreamingResponse(
+        streamed(first, items), media_type="text/event-stream", headers=reply.headers()))
+
+
+class _Delivered(Response):
+    """A reply that sets its job's ``delivered`` once it was sent (or could not be)."""
+
+    def __init__(self, job: Job, response: Response) -> None:
+        self.job, self.response = job, response
+        self.status_code, self.raw_headers = response.status_code, response.raw_headers
+        self.background = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.response(scope, receive, send)
+        finally:
+            self.job.delivered.set()

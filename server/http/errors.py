@@ -1,0 +1,77 @@
+"""Errors as the server answers them: the OpenAI error shape (``ApiError``) and the one
+mapping of mol's errors to HTTP statuses."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from mol.core.errors import (
+    EngineAdapterUnavailable,
+    EngineConnectionError,
+    EngineContextLength,
+    EngineError,
+    EngineRateLimited,
+    EngineResponseError,
+    EngineTimeout,
+)
+
+log = logging.getLogger("mol.server")
+
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error",
+          429: "rate_limit_error"}
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI error shape."""
+
+    def __init__(self, status: int, message: str, param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {message, type, param, code}}``."""
+        kind = _TYPES.get(self.status, "server_error" if self.status >= 500 else
+                          "invalid_request_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param,
+                          "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        """The HTTP response for this error."""
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def engine_error(exc: EngineError) -> ApiError:
+    """An engine failure as the client sees it: 400 ``context_length_exceeded`` when the
+    conversation no longer fits the model, 504 for a timeout, 502 otherwise. The message
+    says what happened in mol's words; the engine's own text (litellm's wording, the
+    engine's internals) goes to the log only."""
+    log.warning("engine failure (%s): %s", type(exc).__name__, exc)
+    if isinstance(exc, EngineContextLength):
+        return ApiError(400, "the conversation is longer than the model's context window; "
+                        "start a new conversation or send less", param="messages",
+                        code="context_length_exceeded")
+    if isinstance(exc, EngineTimeout):
+        return ApiError(504, "the model engine did not answer in time", code="engine_timeout")
+    return ApiError(502, f"the model engine failed: {_failure(exc)}", code="engine_error")
+
+
+def _failure(exc: EngineError) -> str:
+    """What kind of engine failure ``exc`` is, without the engine's own words."""
+    if isinstance(exc, EngineAdapterUnavailable):
+        return "the adapter is not available on the engine"
+    if isinstance(exc, EngineConnectionError):
+        return "it cannot be reached"
+    if isinstance(exc, EngineRateLimited):
+        return "it is overloaded (429)"
+    if isinstance(exc, EngineResponseError) and exc.status:
+        return f"it answered HTTP {exc.status}"
+    return "its reply could not be read"

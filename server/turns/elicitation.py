@@ -1,0 +1,240 @@
+"""MCP elicitation through the server: a request for input reaches the API client as a call.
+
+A client opts in by declaring a function tool named ``mcp_elicitation``
+(``TOOL``) in the ``tools`` of a chat completion or a response; it is taken out
+of the tools the model sees. When an MCP server elicits during a tool call of
+such a turn (``ToolContext.elicit``, set per turn by the runner), the current
+reply ends as one client call of that tool, with a fresh call id and the
+arguments ``{server, mode, message, requestedSchema}`` (form) or ``{server,
+mode, message, url, elicitationId}`` (URL). The turn stays suspended inside the
+MCP call: it keeps the conversation's lease (another request on the
+conversation gets the usual 409), but gives its turn slot back, so waiting
+turns block nobody.
+
+The next request carrying a result for that call id (``function_call_output``
+after ``previous_response_id``, or a ``tool`` message after the history) is
+the answer: JSON ``{"action": "accept"|"decline"|"cancel", "content": {...}}``,
+the content of an accepted form checked against the requested schema. A
+malformed answer is a 400 naming the field, and the turn stays suspended; a
+good one resumes it, and the rest of the turn (the final answer) is that
+request's reply. Without an answer within ``wait`` seconds the elicitation is
+declined and the turn finishes; a later answer is a 409. At shutdown every
+suspended elicitation is cancelled, so the turns end within the drain.
+
+Without the tool, or under ``[mcp_servers.X] elicitation = "decline"``
+(``mol.runtime.mcp.answers``), servers' requests are declined. The call never
+enters an adapter's view: the engine never sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from mol.core import events as ev
+from mol.core.deadlines import paused
+from mol.core.schemas import compile_schema
+from mol.runtime.views import new_call_id
+from mol.server.http.errors import ApiError
+from mol.server.turns.jobs import Job, TurnRequest
+
+log = logging.getLogger("mol.server")
+
+TOOL = "mcp_elicitation"
+"""The function tool a client declares to answer MCP servers' requests for input."""
+WAIT = 300.0
+"""Seconds a suspended turn waits for the client's answer by default, then declines."""
+ACTIONS = ("accept", "decline", "cancel")
+ENDED = 4096
+"""Elicitations remembered after they ended, so a late answer gets a clear 409."""
+
+Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def opted_in(tools: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, bool]:
+    """The client's tools without ``TOOL``, and whether the client declared it."""
+    if not tools:
+        return tools, False
+    kept = [t for t in tools if (t.get("function") or {}).get("name") != TOOL]
+    return kept, len(kept) != len(tools)
+
+
+@dataclass(eq=False)
+class Pending:
+    """One elicitation waiting for the client's answer."""
+
+    call_id: str
+    params: dict[str, Any]
+    head: Job
+    """The first job of the suspended turn."""
+    until: float = math.inf
+    """When the wait for the answer ends (event-loop time)."""
+    answer: dict[str, Any] | None = None
+    answered: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Elicitations:
+    """The elicitations of one runner's turns waiting for their clients, by call id."""
+
+    def __init__(self, hand_over: Callable[[Job], None], wait: float = WAIT) -> None:
+        self.hand_over = hand_over
+        """Called with the job whose reply ends with an elicitation (it gives its slot back)."""
+        self.wait = wait
+        self.pending: dict[str, Pending] = {}
+        self.ended: OrderedDict[str, str] = OrderedDict()
+        """Call id -> how it ended (answered, unanswered), for late answers."""
+        self.closing = False
+
+    def asker(self, head: Job) -> Asker:
+        """The ``ToolContext.elicit`` of the turn started by ``head`` (one at a time)."""
+        lock = anyio.Lock()
+
+        async def ask(server: str, params: dict[str, Any]) -> dict[str, Any]:
+            async with lock:
+                return await self._ask(head, server, params)
+
+        return ask
+
+    async def _ask(self, head: Job, server: str, params: dict[str, Any]) -> dict[str, Any]:
+        job = head.current()
+        why = ("the server is shutting down" if self.closing else
+               f"the client did not declare the {TOOL} tool" if not job.request.elicit else
+               "the reply is complete" if job.replied else "")
+        if why:
+            log.info("MCP server %r asked for input; declined (%s)", server, why)
+            return {"action": "decline"}
+        assert head.conversation is not None
+        adapter = head.conversation.turns[-1].adapter
+        pending = Pending(new_call_id(adapter), params, head,
+                          until=anyio.current_time() + self.wait)
+        call = {"id": pending.call_id, "type": "function",
+                "function": {"name": TOOL, "arguments": json.dumps(arguments(server, params))}}
+        self.pending[pending.call_id] = pending
+        self.hand_over(job)
+        job.put(ev.ClientToolsRequested(adapter, [call]))
+        log.info("MCP server %r asked for input; waiting for the client (%s)", server,
+                 pending.call_id)
+        late = False
+        try:
+            # The wait does not count against the turn's deadline; it has a bound of its own.
+            with paused(head.limit), anyio.move_on_after(self.wait) as waiting:
+                await pending.answered.wait()
+            late = waiting.cancelled_caught
+        finally:  # also when the MCP call ended first (``Answers.calling`` ends the wait)
+            self.pending.pop(pending.call_id, None)
+            self._ended(pending.call_id, "was answered already" if pending.answer else
+                        f"got no answer within {self.wait:g} s and was declined" if late
+                        else "ended before the answer came (its MCP tool call ended)")
+        return pending.answer or {"action": "decline"}
+
+    def _ended(self, call_id: str, why: str) -> None:
+        self.ended[call_id] = why
+        while len(self.ended) > ENDED:
+            self.ended.popitem(last=False)
+
+    def claim(self, request: TurnRequest) -> tuple[Pending, dict[str, Any]] | None:
+        """The elicitation ``request`` answers and the answer, or None when it answers
+        none; 400 for a malformed answer (the turn stays suspended), 409 for a late one."""
+        ours = [c for c in request.tool_results or {} if c in self.pending or c in self.ended]
+        if not ours:
+            return None
+        call_id = ours[0]
+        where = request.result_fields.get(call_id, request.where)
+        if call_id not in self.pending:
+            raise ApiError(409, f"'{where}' {call_id!r}: that {TOOL} call "
+                           f"{self.ended[call_id]}", param=where, code="elicitation_ended")
+        if len(request.tool_results or {}) > 1:
+            raise ApiError(400, f"'{where}' answers an {TOOL} call: send its result alone",
+                           param=where)
+        pending = self.pending[call_id]
+        answer = parse_answer(request.tool_results[call_id],  # type: ignore[index]
+                              pending.params, _content_field(where))
+        return pending, answer
+
+    def check_free(self, session_id: str) -> None:
+        """409 when a turn of ``session_id`` is suspended: it would wait for the answer."""
+        for pending in self.pending.values():
+            if pending.head.session_id == session_id:
+                left = math.ceil(max(1.0, pending.until - anyio.current_time()))
+                raise ApiError(409, f"the conversation's turn waits for the client's answer "
+                               f"to the {TOOL} call {pending.call_id!r}; answer it first",
+                               code="conversation_busy", headers={"Retry-After": str(left)})
+
+    def resume(self, pending: Pending, answer: dict[str, Any], job: Job) -> None:
+        """Answer ``pending``: its turn goes on in ``job`` (409 when it ended meanwhile)."""
+        if self.pending.pop(pending.call_id, None) is not pending:
+            raise ApiError(409, f"the {TOOL} call {pending.call_id!r} "
+                           f"{self.ended.get(pending.call_id, 'ended')}",
+                           code="elicitation_ended")
+        head = pending.head
+        head.current().next = job
+        job.scope, job.limit = head.scope, head.limit
+        job.session_id, job.conversation, job.route = (head.session_id, head.conversation,
+                                                       head.route)
+        if head.route is not None:
+            job.put(head.route)  # the reply's x-mol-adapter / x-mol-route
+        pending.answer = answer
+        pending.answered.set()
+
+    def close(self) -> None:
+        """Shutdown: cancel every suspended elicitation (their turns then finish)."""
+        self.closing = True
+        for pending in list(self.pending.values()):
+            pending.answer = {"action": "cancel"}
+            pending.answered.set()
+
+
+def arguments(server: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The ``mcp_elicitation`` call's arguments for an ``elicitation/create`` request."""
+    mode = params.get("mode") or "form"
+    out: dict[str, Any] = {"server": server, "mode": mode, "message": params.get("message", "")}
+    if mode == "url":
+        out.update(url=params.get("url", ""), elicitationId=params.get("elicitationId", ""))
+    else:
+        out["requestedSchema"] = params.get("requestedSchema") or {"type": "object",
+                                                                   "properties": {}}
+    return out
+
+
+def parse_answer(text: str, params: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``ElicitResult`` a client's answer ``text`` gives; 400 naming ``where``."""
+    shape = '{"action": "accept" | "decline" | "cancel", "content": {...}}'
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ApiError(400, f"'{where}' must be the JSON answer of the elicitation: {shape}",
+                       param=where)
+    action = answer.get("action")
+    if action not in ACTIONS:
+        raise ApiError(400, f"'{where}' action must be one of {', '.join(ACTIONS)}; got "
+                       f"{json.dumps(action)}", param=where)
+    if action != "accept" or (params.get("mode") or "form") != "form":
+        return {"action": action}
+    content = answer.get("content", {})
+    if not isinstance(content, dict):
+        raise ApiError(400, f"'{where}' content must be an object answering the requested "
+                       "schema", param=where)
+    try:
+        content = compile_schema(params.get("requestedSchema") or {"type": "object"}
+                                 ).check(content)
+    except ValueError as exc:
+        raise ApiError(400, f"'{where}' content does not answer the requested schema: {exc}",
+                       param=where) from None
+    return {"action": "accept", "content": content}
+
+
+def _content_field(where: str) -> str:
+    """The field holding a result's content, from the one holding its call id."""
+    base, _, name = where.rpartition(".")
+    if name == "call_id":
+        return f"{base}.output"
+    return f"{base}.content" if name == "tool_call_id" else where

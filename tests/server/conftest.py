@@ -1,0 +1,216 @@
+"""A real ``mol serve`` app on uvicorn (in a thread) against the scripted engine."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mol.hcp.loader import load
+from mol.plugins import hookimpl
+from mol.plugins.manager import PluginManager
+
+from ...conftest import browse, hcp_text
+
+__all__ = ["browse"]
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+KEY = "sk-test-canary-7f3c9d2e1b"
+
+STARTED: list[subprocess.Popen] = []
+"""``mol serve`` processes a test started (``processes.Server``): killed after it."""
+
+
+@pytest.fixture(autouse=True)
+def no_server_left() -> Iterator[None]:
+    """A failing test must not leave a ``mol serve`` process behind."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+HCP = hcp_text("""\
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+routing_constraint = "structured_outputs"
+timeout_sec = 30
+max_retries = 2
+[adapters.L0]
+prompt = "You chat."
+[adapters.L1]
+prompt = "You act."
+tools.allow = ["shout", "hold"]
+[adapters.L2]
+prompt = "You code."
+[adapters.L3]
+prompt = "You draw."
+[server]
+expose_adapters = true
+[session]
+store = "sqlite:///{store}"
+""", name="served")
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+"""A client tool (Chat Completions shape) the scripted L1 calls as ``get_weather``."""
+
+
+def answers(engine: Any, adapter: str) -> list[dict[str, Any]]:
+    """The bodies of ``adapter``'s answer requests to the scripted engine (no route, no
+    summary requests), oldest first."""
+    return [r["body"] for r in engine.requests_for(adapter) if "structured_outputs" not in
+            r["body"] and not r["body"]["messages"][-1]["content"].startswith("User: ")]
+
+
+class Shout:
+    """A runtime tool that runs server-side."""
+
+    @hookimpl
+    def mol_register_tools(self, register: Any) -> None:
+        def shout(text: str) -> str:
+            """Say it louder."""
+            return text.upper()
+
+        register(shout)
+
+
+def write_hcp(tmp_path: Path, extra: str = "", hcp: str = HCP) -> Path:
+    """The artifact served: ``hcp`` (a format string with ``{store}``) and ``extra``."""
+    path = tmp_path / "served.toml"
+    path.write_text(hcp.format(store=tmp_path / "sessions.db") + extra)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """A running server: its base URL, key and store path."""
+
+    def __init__(self, url: str, key: str, store: Path, server: Any) -> None:
+        self.url, self.key, self.store, self.server = url, key, store, server
+        self._client: Any = None
+
+    def client(self) -> Any:
+        """The sync openai client (one per server, closed with it)."""
+        import openai
+
+        if self._client is None:
+            self._client = openai.OpenAI(base_url=self.url, api_key=self.key, max_retries=0)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def async_client(self, **kwargs: Any) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(base_url=self.url, api_key=self.key, max_retries=0, **kwargs)
+
+
+@contextmanager
+def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str = "",
+              hcp: str = HCP, extra_plugins: tuple[tuple[str, Any], ...] = (),
+              **options: Any) -> Iterator[Served]:
+    """Run the app on uvicorn in a thread on loopback until the block ends (plugins: the
+    ``shout`` one and ``extra_plugins``)."""
+    import uvicorn
+
+    from mol.server import ServerConfig, create_app
+    from mol.server.http.transport import uvicorn_config
+
+    artifact = load(write_hcp(tmp_path, extra, hcp))
+    store = tmp_path / "sessions.db"
+    plugins = PluginManager(None, builtin=(), extra=[("shout", Shout()), *extra_plugins])
+    config = ServerConfig(artifact=artifact, store_path=str(store),
+                          api_key=key.encode() if key else None, engine_url=engine_url,
+                          plugins=plugins, **options)
+    port = free_port()
+    server = uvicorn.Server(uvicorn_config(create_app(config), config, "127.0.0.1", port,
+                                           log_level="warning", timeout_graceful_shutdown=5,
+                                           # uvloop (when installed) cannot close a loop
+                                           # cleanly outside the main thread.
+                                           loop="asyncio"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the server did not start")
+        time.sleep(0.02)
+    served = Served(f"http://127.0.0.1:{port}/v1", key or "", store, server)
+    try:
+        yield served
+    finally:
+        served.close()
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@pytest.fixture
+def hcp_path(tmp_path: Path) -> Path:
+    return write_hcp(tmp_path)
+
+
+def transcript_problems(requests: list[dict[str, Any]]) -> list[str]:
+    """Every engine request in ``requests`` (the scripted engine's log) whose messages break
+    the Chat Completions tool-call contract: an assistant tool-call message must be followed
+    by exactly its results (each once) before any other message, and every tool message
+    must answer a call still open. Written apart from mol's own check, so one cannot hide
+    a mistake of the other."""
+    problems = []
+    for record in requests:
+        body = record.get("body")
+        if not isinstance(body, dict):
+            continue
+        open_ids: set[str] = set()
+        for i, message in enumerate(body.get("messages") or []):
+            where = f"request #{record['seq']} ({record['adapter']}) message {i}"
+            if message.get("role") == "tool":
+                if message.get("tool_call_id") not in open_ids:
+                    problems.append(f"{where}: a result for {message.get('tool_call_id')!r}, "
+                                    "which no open call asked for")
+                open_ids.discard(message.get("tool_call_id"))
+                continue
+            if open_ids:
+                problems.append(f"{where}: {sorted(open_ids)} left without results")
+            open_ids = {call["id"] for call in message.get("tool_calls") or []}
+        if open_ids:
+            problems.append(f"request #{record['seq']} ({record['adapter']}) ends with "
+                            f"{sorted(open_ids)} unanswered")
+    return problems
+
+
+def settled_turns(store, pattern: str, count: int, timeout: float = 30) -> list[tuple]:
+    """``(session, index, status, adapter, summary)`` of the stored turns whose user text is
+    like ``pattern``, once ``count`` of them are settled (the summary hop runs after the
+    reply has gone out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(store)) as db:
+            rows = db.execute("SELECT session_id, idx, status, adapter, summary FROM turns "
+                              "WHERE user_text LIKE ? ORDER BY idx", (pattern,)).fetchall()
+        if len(rows) >= count and all(row[2] != "running" for row in rows):
+            return rows
+        if time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
