@@ -76,7 +76,7 @@ async def main(rounds: int) -> dict:
 
     from mol.hcp.loader import load
     from mol.plugins.manager import PluginManager
-    from mol.runtime.harness import Harness
+    from mol.runtime import Runtime
     from mol.runtime.testing import ScriptedEngine
 
     folder = Path(tempfile.mkdtemp())
@@ -88,7 +88,8 @@ async def main(rounds: int) -> dict:
 
         async def harness_turn() -> float:
             started = time.perf_counter()
-            async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as h:
+            runtime = Runtime(artifact, engine_url=engine.base_url, plugins=plugins)
+            async with runtime.session() as h:
                 result = await h.turn("fix the failing test")
             elapsed = time.perf_counter() - started
             assert result.answer.startswith("Fixed"), result.answer

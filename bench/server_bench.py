@@ -99,7 +99,7 @@ async def main(rounds: int) -> dict:
     from mol.core import events as ev
     from mol.hcp.loader import load
     from mol.plugins.manager import PluginManager
-    from mol.runtime.harness import Harness
+    from mol.runtime import Runtime
     from mol.runtime.testing import ScriptedEngine
 
     folder = Path(tempfile.mkdtemp())
@@ -125,8 +125,9 @@ async def main(rounds: int) -> dict:
                     answered.append(time.perf_counter())
 
             started = time.perf_counter()
-            async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as h:
-                result = await h.turn("fix the failing test", on_event=on_event)
+            runtime = Runtime(artifact, engine_url=engine.base_url, plugins=plugins)
+            async with runtime.session(observers=[on_event]) as h:
+                result = await h.turn("fix the failing test")
             assert result.answer.startswith("Fixed"), result.answer
             return answered[0] - started
 

@@ -29,14 +29,19 @@ keep their cause (``raise ... from exc``)::
     │   ├── SandboxTimeout          a Docker operation exceeded its deadline
     │   ├── ShellDied               the persistent shell exited
     │   └── PathEscape              a file path points outside the workspace
-    ├── ConversationError         a conversation cannot continue as asked (exit 2)
-    │   └── InvalidTranscript       a view would break the tool-call contract (a call
-    │                               without its results, a result without its call)
+    ├── ConversationError         a conversation cannot continue as asked (exit 2); ``.field``
+    │   ├── InvalidTranscript       a view would break the tool-call contract (a call
+    │   │                           without its results, a result without its call)
+    │   └── AnswerEnded             an answer to a request for input that ended already
+    ├── TurnError                 a turn of the server did not run to its end
+    │   ├── TurnCancelled           cancelled by its client (``POST .../cancel``)
+    │   ├── TurnDeadline            over the server's deadline
+    │   └── Overloaded              no turn slot and no place in the queue; ``.retry_after``
     ├── SkillError                a skill folder is invalid (mol.skills)
     ├── GenUIError                generated UI cannot be checked or previewed (mol.genui)
     │   └── GenUISetupError         the npm toolchain is missing: run ``mol genui setup``
     ├── SessionError              the session store failed
-    │   ├── SessionNotFound         no session or response with that id
+    │   ├── SessionNotFound         no session or response with that id; ``.field``
     │   ├── SessionBusy             another replica holds the session's lease (a turn in flight)
     │   └── SessionConflict         the session changed elsewhere since it was loaded
     ├── ServerError               the HTTP server cannot start as configured
@@ -222,11 +227,21 @@ class ConversationError(MolError):
 
     exit_code = 2
 
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        """The request field at fault (``input[4].call_id``), when a request asked."""
+
 
 class InvalidTranscript(ConversationError):
     """Messages that break the Chat Completions tool-call contract: an assistant tool-call
     message not followed by exactly its results, or a tool message answering no open call.
     No view is ever built that way (``mol.runtime.views.check_steps``)."""
+
+
+class AnswerEnded(ConversationError):
+    """An answer to a request for input (an MCP server's elicitation) that ended already:
+    answered before, or given up on after its timeout."""
 
 
 class SkillError(MolError):
@@ -254,6 +269,11 @@ class SessionNotFound(SessionError):
 
     exit_code = 2
 
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        """The request field naming the id (``previous_response_id``), when a request did."""
+
 
 class SessionBusy(SessionError):
     """A turn of the session is in flight on another replica (it holds the lease)."""
@@ -266,6 +286,28 @@ class SessionBusy(SessionError):
 
 class SessionConflict(SessionError):
     """The session's stored revision moved since it was loaded: another writer won."""
+
+
+class TurnError(MolError):
+    """A turn of the server did not run to its end."""
+
+
+class TurnCancelled(TurnError):
+    """The turn was cancelled by its client before it completed."""
+
+
+class TurnDeadline(TurnError):
+    """The turn took longer than the server's deadline and was cancelled."""
+
+
+class Overloaded(TurnError):
+    """Every turn slot is taken and the queue in front of them is full (or the wait for a
+    slot ran out): the turn was refused before it started."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = max(retry_after, 0.0)
+        """Seconds after which a retry may find room."""
 
 
 class ServerError(MolError):

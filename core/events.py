@@ -225,10 +225,42 @@ class Failed(Event):
     type: str = _kind("error")
 
 
-def add_usage(total: dict[str, int], usage: dict[str, Any]) -> None:
-    """Add a ``ModelCalled`` event's prompt and completion tokens to ``total``."""
-    for key in ("prompt_tokens", "completion_tokens"):
-        total[key] = total.get(key, 0) + (usage.get(key) or 0)
+@dataclass
+class TurnUsage:
+    """What a turn's model calls used, summed once, by the turn's owner, as its
+    ``ModelCalled`` events pass (``mol.runtime.turn.Turn``); everyone else reads it."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the engine served from its prefix cache, where it says."""
+    calls: dict[str, int] = field(default_factory=dict)
+    """Model calls by purpose (``route``, ``answer``, ``summary``, ...)."""
+
+    def add(self, event: ModelCalled) -> None:
+        """Count one model call."""
+        usage = event.usage
+        self.prompt_tokens += usage.get("prompt_tokens") or 0
+        self.completion_tokens += usage.get("completion_tokens") or 0
+        self.cached_tokens += usage.get("cached_tokens") or 0
+        self.calls[event.purpose] = self.calls.get(event.purpose, 0) + 1
+
+    def totals(self) -> dict[str, int]:
+        """Prompt and completion tokens, as turn logs store them."""
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+    def since(self, earlier: TurnUsage) -> TurnUsage:
+        """What was used after ``earlier`` (a copy taken then)."""
+        return TurnUsage(self.prompt_tokens - earlier.prompt_tokens,
+                         self.completion_tokens - earlier.completion_tokens,
+                         self.cached_tokens - earlier.cached_tokens,
+                         {k: n - earlier.calls.get(k, 0) for k, n in self.calls.items()})
+
+    def copy(self) -> TurnUsage:
+        """A copy that does not move on with the turn."""
+        return TurnUsage(self.prompt_tokens, self.completion_tokens, self.cached_tokens,
+                         dict(self.calls))
 
 
-OnEvent = Callable[[Event], Awaitable[None] | None]
+Observer = Callable[[Event], Awaitable[None] | None]
+"""Who is told of a turn's events, in order, as they happen (a session's ``observers``)."""

@@ -247,15 +247,18 @@ def to_result(value: Any) -> ToolResult:
         return ToolResult(str(value), data=value)
 
 
+async def checked_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` validated and normalized by ``tool.validate`` (sync or async), or
+    against ``tool.parameters``; ``ValueError`` with a readable message otherwise."""
+    checked = (tool.validate or (lambda a: _check_schema(tool.parameters, a)))(arguments)
+    return await checked if inspect.isawaitable(checked) else checked
+
+
 async def run_tool(tool: Tool, raw_arguments: str | dict[str, Any] | None,
                    context: ToolContext) -> ToolResult:
     """Parse and validate arguments, then run the tool; failures become error results."""
-    from mol.core.awaitables import maybe_await
-
     try:
-        arguments = parse_arguments(raw_arguments)
-        check = tool.validate or (lambda a: _check_schema(tool.parameters, a))
-        arguments = await maybe_await(check(arguments))
+        arguments = await checked_arguments(tool, parse_arguments(raw_arguments))
     except ValueError as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
     except anyio.get_cancelled_exc_class():
@@ -278,3 +281,22 @@ class Toolset(Protocol):
     async def tools(self, adapter: str) -> list[Tool]:
         """The tools this source offers to ``adapter`` (before the adapter's policy)."""
         ...
+
+
+ToolWrapper = Callable[[str, dict[str, Tool]], dict[str, Tool]]
+"""``wrap(adapter, tools) -> tools``: replaces the tools an adapter gets before policy
+(recording an episode wraps each tool's ``call``; replaying one serves recorded results)."""
+
+
+def with_tool(tools: dict[str, Tool], tool: Tool, *, in_place: bool = False
+              ) -> dict[str, Tool]:
+    """``tools`` with ``tool`` added (a new dict unless ``in_place``); a ``ToolError`` naming
+    both sources when another tool has its name."""
+    other = tools.get(tool.name)
+    if other is not None and other is not tool:
+        raise ToolError(f"tool {tool.name!r} is offered by both {other.source} and "
+                        f"{tool.source}; rename or disable one of them")
+    if in_place:
+        tools[tool.name] = tool
+        return tools
+    return {**tools, tool.name: tool}

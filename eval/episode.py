@@ -23,13 +23,11 @@ from __future__ import annotations
 import contextlib
 import shlex
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from mol.core import __version__
-from mol.core import events as ev
 from mol.core.errors import EngineError, MolError, SandboxError, TaskError
 from mol.eval.store import Episode
 from mol.eval.tasks import Task
@@ -46,23 +44,6 @@ from mol.hcp.schema import SandboxConfig
 from mol.hcp.snapshot import folder_entries
 
 AGENTS = ("mol", "oracle")
-
-
-@dataclass
-class Tally:
-    """Steps and tokens of a turn, counted from its events."""
-
-    steps: int = 0
-    prompt: int = 0
-    completion: int = 0
-    cached: int = 0
-
-    def __call__(self, event: ev.Event) -> None:
-        if isinstance(event, ev.ModelCalled):
-            self.steps += event.purpose == "answer"
-            self.prompt += event.usage.get("prompt_tokens") or 0
-            self.completion += event.usage.get("completion_tokens") or 0
-            self.cached += event.usage.get("cached_tokens") or 0
 
 
 def sandbox_config(base: SandboxConfig, task: Task, image: str,
@@ -188,11 +169,10 @@ async def _oracle(sandbox: Any, task: Task) -> str:
 async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
                recorder: Recorder | None, adapter: str | None, engine: Any,
                plugins: Any) -> str:
-    """One user turn through the harness; returns why it stopped early, if it did."""
+    """One user turn through a runtime session; returns why it stopped early, if it did."""
     from mol.core.tools import Resources
     from mol.plugins.builtin.sandbox import RESOURCE
-    from mol.runtime.app import open_runtime
-    from mol.runtime.engine import LiteLLMEngine
+    from mol.runtime import LiteLLMEngine, open_runtime
 
     engine = engine or LiteLLMEngine.from_artifact(artifact)
     if recorder is not None:
@@ -201,26 +181,25 @@ async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
     # The episode owns the sandbox (the verifier needs it after the turn): the session
     # gets it as an already-open resource that closing the session leaves alone.
     await resources.get(RESOURCE, lambda: contextlib.nullcontext(sandbox))
-    tally = Tally()
-
-    def on_event(event: ev.Event) -> None:
-        tally(event)
-        if recorder is not None:
-            recorder.on_event(event)
-
+    observers: list[Any] = [] if recorder is None else [recorder.on_event]
     stopped = "agent_timeout"
+    session = None
     try:
         # Orphans are collected once per run (the runner, the Ray worker), not per episode.
         async with open_runtime(artifact, engine=engine, plugins=plugins,
-                                resources=resources, call_ids=numbered_ids(),
-                                tool_wrapper=recorder.wrap_tools if recorder else None,
-                                collect_orphans=False) as h:
-            with anyio.move_on_after(task.config.agent_timeout):
-                turn = await h.turn(task.instruction, adapter=adapter, on_event=on_event)
-                stopped = f"{turn.stopped}:{turn.adapter}" if turn.stopped else ""
+                                collect_orphans=False) as runtime:
+            async with runtime.session(
+                    resources=resources, observers=observers, call_ids=numbered_ids(),
+                    tool_wrapper=recorder.wrap_tools if recorder else None) as session:
+                with anyio.move_on_after(task.config.agent_timeout):
+                    turn = await session.turn(task.instruction, adapter=adapter)
+                    stopped = f"{turn.stopped}:{turn.adapter}" if turn.stopped else ""
     finally:
-        result.steps, result.prompt_tokens = tally.steps, tally.prompt
-        result.completion_tokens, result.cached_tokens = tally.completion, tally.cached
+        if session is not None and session.current is not None:
+            used = session.current.usage
+            result.steps, result.prompt_tokens = used.calls.get("answer", 0), used.prompt_tokens
+            result.completion_tokens, result.cached_tokens = (used.completion_tokens,
+                                                              used.cached_tokens)
     return stopped
 
 

@@ -62,7 +62,7 @@ def hcp_fingerprint(artifact: Any) -> str:
 
 async def model_fingerprint(artifact: Any, engine_url: str | None = None) -> str:
     """The fingerprint of the model the artifact's engine serves (see the module's text)."""
-    from mol.runtime.engine import LiteLLMEngine
+    from mol.runtime import LiteLLMEngine
 
     if artifact.doc.engine.kind == "local":
         return hcp_fingerprint(artifact)

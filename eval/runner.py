@@ -193,15 +193,13 @@ def _backend(options: RunOptions, todo: list[tuple[Task, int]], progress: Progre
 async def _local(options: RunOptions, todo: list[tuple[Task, int]],
                  progress: Progress, model: str) -> AsyncIterator[RunOne]:
     """Episodes in this process's task group, sharing one engine and one plugin manager."""
-    from mol.runtime.mcp.server import collect_orphan_servers
-    from mol.sandboxes.owner import gc_orphans
+    from mol.runtime import collect_orphans
 
     artifact = options.artifact
     # Once per run, not per episode: episodes open their runtimes with collect_orphans off.
-    removed = await gc_orphans()
+    removed = await collect_orphans()
     if removed:
         progress.note(f"removed {len(removed)} sandbox(es) left by a run that died")
-    await collect_orphan_servers()
     images = await _images(sorted({task.name: task for task, _ in todo}.values(),
                                   key=lambda t: t.name), artifact, progress)
 
@@ -243,15 +241,9 @@ async def _engine(options: RunOptions, stack: AsyncExitStack) -> Any:
     """The engine every episode shares (the embedded one started once, when the HCP asks)."""
     if options.agent != "mol":
         return None
-    from mol.runtime.engine import LiteLLMEngine
+    from mol.runtime import open_engine
 
-    artifact = options.artifact
-    if artifact.doc.engine.kind == "local":
-        from mol.runtime.llamacpp.supervisor import ensure_local_engine
-
-        await stack.enter_async_context(ensure_local_engine(
-            artifact, api_base=options.engine_url or os.environ.get("MOL_ENGINE_URL")))
-    engine = LiteLLMEngine.from_artifact(artifact, options.engine_url)
+    engine = await stack.enter_async_context(open_engine(options.artifact, options.engine_url))
     # Importing litellm takes seconds: in a worker thread it does not stall the episodes.
     await anyio.to_thread.run_sync(engine.load)
     return engine

@@ -1,2 +1,77 @@
 """mol's runtime: the engine boundary, the agent loop, the runtime and its sessions, MCP,
-session stores and the engines mol ships (scripted, local)."""
+session stores and the engines mol ships (scripted, local).
+
+What the floors above (``mol.eval``, ``mol.server``, ``mol.cli``) and plugin authors use
+is named here; the modules behind these names may move. Importing this package imports
+nothing else: each name is loaded on first use, so ``mol --help`` stays fast::
+
+    from mol.runtime import open_runtime
+
+    async with open_runtime(artifact) as runtime, runtime.session() as session:
+        result = await session.turn("fix the failing test")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mol.runtime import serving
+    from mol.runtime.app import collect_orphans, open_engine, open_runtime
+    from mol.runtime.engine import (
+        Completion,
+        Engine,
+        LiteLLMEngine,
+        OnDelta,
+        ToolCall,
+        Usage,
+        preload,
+        start_import,
+    )
+    from mol.runtime.recorder import Recorder
+    from mol.runtime.runtime import Runtime
+    from mol.runtime.session import Approver, Session
+    from mol.runtime.sessions import LEASE_SEC, SessionStore, TurnLog, new_owner, open_store
+    from mol.runtime.summary import DEFAULT_SUMMARY_PROMPT
+    from mol.runtime.turn import Turn, TurnResult
+    from mol.runtime.views import (
+        Conversation,
+        TurnRecord,
+        adapter_of_call,
+        new_call_id,
+        open_calls,
+    )
+
+_MODULES = ("serving",)
+"""Public modules: ``serving`` starts every HTTP server mol runs (uvicorn)."""
+
+_EXPORTS = {
+    "open_runtime": "app", "open_engine": "app", "collect_orphans": "app",
+    "Runtime": "runtime",
+    "Session": "session", "Approver": "session",
+    "Turn": "turn", "TurnResult": "turn",
+    "Conversation": "views", "TurnRecord": "views", "new_call_id": "views",
+    "adapter_of_call": "views", "open_calls": "views",
+    "Recorder": "recorder",
+    "SessionStore": "sessions", "TurnLog": "sessions", "open_store": "sessions",
+    "LEASE_SEC": "sessions", "new_owner": "sessions",
+    "Engine": "engine", "LiteLLMEngine": "engine", "Completion": "engine",
+    "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
+    "start_import": "engine",
+    "DEFAULT_SUMMARY_PROMPT": "summary",
+}
+
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
+           "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
+           "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
+           "adapter_of_call", "collect_orphans", "new_call_id", "new_owner", "open_calls",
+           "open_engine", "open_runtime", "open_store", "preload", "serving", "start_import"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f"mol.runtime.{name}")
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"mol.runtime.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'mol.runtime' has no attribute {name!r}")

@@ -14,6 +14,7 @@ adapters that use the bundle, run in the bundle's folder with
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -27,7 +28,6 @@ from typing import Any
 
 import anyio
 
-from mol.core.awaitables import maybe_await
 from mol.hcp.files import command_files
 from mol.hcp.schema import CommandHook, HooksConfig
 
@@ -134,11 +134,27 @@ def plugin_impls(caller: Any) -> list[Any]:
     return list(reversed(caller.get_hookimpls()))
 
 
+@dataclass(frozen=True)
+class ToolHooks:
+    """The plugins' ``mol_before_tool_call`` and ``mol_after_tool_call`` implementations, in
+    the order they run; read once per runtime (plugins load at its start)."""
+
+    before: tuple[Any, ...] = ()
+    after: tuple[Any, ...] = ()
+
+    @classmethod
+    def of(cls, relay: Any) -> ToolHooks:
+        """The tool hooks of a plugin manager's hook relay (``PluginManager.hook``)."""
+        return cls(tuple(plugin_impls(relay.mol_before_tool_call)),
+                   tuple(plugin_impls(relay.mol_after_tool_call)))
+
+
 async def call_plugin(impl: Any, hook: str, **kwargs: Any) -> Any:
     """One plugin's outcome of ``hook`` (awaited), or ``PluginFailed`` when it raised; the
     failure is logged with the plugin's name."""
     try:
-        return await maybe_await(impl.function(*[kwargs[name] for name in impl.argnames]))
+        outcome = impl.function(*[kwargs[name] for name in impl.argnames])
+        return await outcome if inspect.isawaitable(outcome) else outcome
     except Exception as exc:
         failed = PluginFailed(impl.plugin_name, exc)
         log.warning("%s in %s", failed, hook)

@@ -38,7 +38,8 @@ FAIL_CLOSED = ("PreToolUse", "PostToolUse", "UserPromptSubmit")
 
 
 def hook_sets(artifact: Any) -> list[HookSet]:
-    """The artifact's own hooks (every adapter) and those of each bundle some adapter uses."""
+    """The artifact's own hooks (every adapter) and those of each bundle some adapter uses;
+    a place with no hooks at all is left out (an event then costs nothing)."""
     from mol.hcp.expand import bundle_users
 
     project = {"CLAUDE_PROJECT_DIR": str(artifact.base_dir)}
@@ -48,7 +49,11 @@ def hook_sets(artifact: Any) -> list[HookSet]:
         if users.get(name):
             sets.append(HookSet(bundle.hooks, bundle.folder, frozenset(users[name]),
                                 {**project, "CLAUDE_PLUGIN_ROOT": str(bundle.folder)}))
-    return sets
+    return [each for each in sets if _any_hook(each.hooks)]
+
+
+def _any_hook(hooks: Any) -> bool:
+    return any(getattr(hooks, event) for event in type(hooks).model_fields)
 
 
 def base_payload(event: str, session_id: str, **fields: Any) -> dict[str, Any]:

@@ -38,11 +38,14 @@ class Opening:
 
 def command_of(artifact: Any, text: str) -> Opening:
     """The turn, expanded when it starts with one of the artifact's slash commands."""
+    commands = getattr(artifact, "commands", None)
+    if not commands or not text.lstrip().startswith("/"):
+        return Opening(text)
     from mol.hcp.expand import bundle_users
     from mol.hcp.slash import invocation
 
     call = invocation(text)
-    command = (getattr(artifact, "commands", None) or {}).get(call[0]) if call else None
+    command = commands.get(call[0]) if call else None
     if command is None:
         return Opening(text)
     return Opening(command.expand(call[1]), command=command.qualified,
@@ -58,10 +61,11 @@ async def prepare(artifact: Any, conversation: Any, sets: list[HookSet], text: s
     if first:
         started = await lifecycle.session_start(sets, conversation.id,
                                                 bool(conversation.turns), emit)
-        from mol.hcp.expand import adapter_configs
+        if started.context:
+            from mol.hcp.expand import adapter_configs
 
-        for adapter in adapter_configs(artifact.doc):
-            conversation.notes.setdefault(adapter, []).extend(started.context)
+            for adapter in adapter_configs(artifact.doc):
+                conversation.notes.setdefault(adapter, []).extend(started.context)
     submitted = await lifecycle.prompt_submit(sets, conversation.id, opening.text, emit)
     opening.blocked = submitted.blocked
     opening.context += submitted.context

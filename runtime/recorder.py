@@ -5,18 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from mol.core import events as ev
-from mol.core.awaitables import maybe_await
 from mol.runtime.sessions import SessionStore, TurnLog
 from mol.runtime.views import Conversation, TurnRecord
 
 
 class Recorder:
-    """Persists a conversation at every harness checkpoint, with the turn's log.
+    """Persists a conversation at every checkpoint of a session, with the turn's log.
 
-    ``observe`` wraps an event callback to collect what the store records of a
-    turn: route decisions, tool calls and results, model calls and their usage
-    (text deltas are left out: the answer is in the turn record, which the
-    harness fills in at the very checkpoint that commits it).
+    ``checkpoint`` is a session's ``checkpoint``: it stores the conversation and the turn's
+    record with what the turn logged so far (route decisions, tool calls and results, model
+    calls and their usage, as the turn kept them; text deltas are left out: the answer is
+    in the turn record, which is filled in at the very checkpoint that commits it).
     """
 
     def __init__(self, store: SessionStore, hcp_digest: str, parent: str | None = None, *,
@@ -27,43 +26,24 @@ class Recorder:
         marks, before its reply and after the turn): they then need no flush of their own."""
         self.hcp_digest = hcp_digest
         self.parent = parent
-        self.events: list[dict[str, Any]] = []
-        self.usage: dict[str, int] = {}
-        self._turn: int | None = None
-        self._saved = 0
+        self._turn: Any = None
+        self._logged: list[dict[str, Any]] = []
+        self._read = 0
+        """How many of the turn's events ``_logged`` holds (as dicts, deltas left out)."""
 
-    def observe(self, on_event: ev.OnEvent | None = None) -> ev.OnEvent:
-        """An event callback that records, then calls ``on_event``."""
-
-        async def callback(event: ev.Event) -> None:
-            if not isinstance(event, ev.TextDelta):
-                self.events.append(event.to_dict())
-            if isinstance(event, ev.ModelCalled):
-                ev.add_usage(self.usage, event.usage)
-            if on_event is not None:
-                await maybe_await(on_event(event))
-
-        return callback
-
-    async def checkpoint(self, conversation: Conversation, record: TurnRecord,
-                         durable: bool = True) -> None:
-        """The harness's ``checkpoint``: one transaction with the state and this turn."""
-        durable = durable and self.flush
-        if self._turn != record.index:
-            if self._turn is not None:
-                # Events after the earlier turn's last checkpoint (this turn's route) stay.
-                self.events = self.events[self._saved:]
-                self.usage = _usage(self.events)
-            self._turn = record.index
-        self._saved = len(self.events)
-        log = TurnLog(self.hcp_digest, dict(self.usage), list(self.events))
-        await self.store.save(conversation, record, log, parent=self.parent, durable=durable)
+    async def checkpoint(self, conversation: Conversation, record: TurnRecord | None,
+                         turn: Any = None, durable: bool = True) -> None:
+        """One transaction with the state and ``record`` (and ``turn``'s log, when given:
+        a ``mol.runtime.turn.Turn``)."""
+        log = TurnLog(self.hcp_digest, {}, [])
+        if turn is not None:
+            if turn is not self._turn:
+                self._turn, self._logged, self._read = turn, [], 0
+            events = turn.events
+            self._logged += [e.to_dict() for e in events[self._read:]
+                             if not isinstance(e, ev.TextDelta)]
+            self._read = len(events)
+            log = TurnLog(self.hcp_digest, turn.usage.totals(), list(self._logged))
+        await self.store.save(conversation, record, log, parent=self.parent,
+                              durable=durable and self.flush)
         self.parent = None  # recorded with the first save
-
-
-def _usage(events: list[dict[str, Any]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for event in events:
-        if event["type"] == "model_call":
-            ev.add_usage(total, event["usage"])
-    return total

@@ -21,8 +21,7 @@ from typing import Any
 from mol.core import events as ev
 from mol.core.errors import EngineContextLength, EngineError
 from mol.hcp.prompts import prefill_split
-from mol.runtime.completions import Completion
-from mol.runtime.engine import Engine
+from mol.runtime.engine import Completion, Engine
 from mol.runtime.views import quote_untrusted
 
 Emit = Callable[[ev.Event], Awaitable[None]]

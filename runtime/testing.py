@@ -20,6 +20,7 @@ import json
 import socket
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +112,9 @@ class ScriptedEngine:
             if self.log_path is not None:
                 self._log = stack.enter_context(self.log_path.open("a", encoding="utf-8"))
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal("asyncio"))
-            future, server = portal.start_task(self._serve, sock, name="scripted-engine")
+            future, stopping = portal.start_task(self._serve, sock, name="scripted-engine")
             stack.callback(future.result)  # re-raises anything the server died of
-            stack.callback(portal.call, server.stopping.set)
+            stack.callback(portal.call, stopping.set)
             self._stack = stack.pop_all()
 
     def stop(self) -> None:
@@ -137,35 +138,19 @@ class ScriptedEngine:
         await anyio.to_thread.run_sync(self.stop)
 
     async def _serve(self, sock: socket.socket, *, task_status: Any) -> None:
-        import uvicorn
-
+        from mol.runtime import serving
         from mol.runtime.scripted.app import build_app
 
-        class Server(uvicorn.Server):
-            """uvicorn that reports readiness and stops on an event instead of polling a flag."""
-
-            def __init__(self, config: uvicorn.Config) -> None:
-                super().__init__(config)
-                self.ready = anyio.Event()
-                self.stopping = anyio.Event()
-
-            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().startup(sockets=sockets)
-                self.ready.set()
-
-            async def main_loop(self) -> None:
-                await self.on_tick(0)  # sets the default headers once
-                await self.stopping.wait()
-
-        config = uvicorn.Config(build_app(self._state), log_config=None, log_level="warning",
-                                access_log=False, lifespan="off", ws="none")
-        server = Server(config)
-        self._state.stopping = server.stopping
+        ready, stopping = anyio.Event(), anyio.Event()
+        self._state.stopping = stopping
         async with anyio.create_task_group() as group:
-            group.start_soon(server.serve, [sock])
+            group.start_soon(partial(
+                serving.serve, build_app(self._state), sockets=[sock], ready=ready,
+                until=stopping, log_config=None, log_level="warning", access_log=False,
+                lifespan="off", ws="none"))
             with anyio.fail_after(_STARTUP_TIMEOUT):
-                await server.ready.wait()
-            task_status.started(server)
+                await ready.wait()
+            task_status.started(stopping)
 
     def _record(self, record: dict[str, Any]) -> None:
         if self._log is not None:

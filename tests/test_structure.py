@@ -144,6 +144,39 @@ def test_turn_scheduling_and_http_plumbing_stay_below_the_api_shapes() -> None:
                   floors) == []
 
 
+def test_eval_and_the_server_drive_the_runtime_through_its_public_names() -> None:
+    """``mol.eval`` and ``mol.server`` import ``mol.runtime`` itself (its ``__all__``, public
+    modules included), never another of its modules: those may move without them
+    noticing."""
+    import mol.runtime
+
+    graph = import_graph(modules(ROOT, CODE, "mol"))
+    public = {f"mol.runtime.{name}" for name in mol.runtime.__all__} & set(graph)
+    reaching = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                      if name.startswith(("mol.eval.", "mol.server."))
+                      for target in targets
+                      if target.startswith("mol.runtime.") and target not in public)
+    assert reaching == []
+    assert any("mol.runtime" in graph[name] for name in graph if name.startswith("mol.eval."))
+
+
+def test_one_module_starts_http_servers() -> None:
+    """Every server mol runs (``mol serve``, the scripted and local engines, the GenUI
+    preview) is started by ``mol.runtime.serving``: no other module names uvicorn's
+    ``Server``, ``Config`` or ``run``."""
+    starters = {"Server", "Config", "run"}
+    found = []
+    for path in (p for folder in CODE for p in sorted((ROOT / folder).rglob("*.py"))):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            named = (isinstance(node, ast.Attribute) and node.attr in starters
+                     and isinstance(node.value, ast.Name) and node.value.id == "uvicorn") or (
+                isinstance(node, ast.ImportFrom) and node.module == "uvicorn"
+                and any(alias.name in starters for alias in node.names))
+            if named:
+                found.append(str(path.relative_to(ROOT)))
+    assert sorted(set(found)) == ["runtime/serving.py"]
+
+
 def test_the_floor_check_finds_a_folder_cycle_and_an_upward_import(tmp_path: Path) -> None:
     toy = tmp_path / "toy"
     for folder, source in [("ground", "def f():\n    from toy.roof import door\n"),

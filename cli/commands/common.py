@@ -89,18 +89,13 @@ def open_store(args: argparse.Namespace) -> Any:
     return open_store(url)
 
 
-class CliSession:
-    """What ``mol run/chat --session ID`` hands the harness."""
+class StoredSession:
+    """What ``mol run/chat --session ID`` hands the runtime session: the stored
+    conversation and its checkpoint (both None when nothing is stored)."""
 
-    def __init__(self, conversation: Any = None, checkpoint: Any = None,
-                 recorder: Any = None) -> None:
+    def __init__(self, conversation: Any = None, checkpoint: Any = None) -> None:
         self.conversation = conversation
         self.checkpoint = checkpoint
-        self.recorder = recorder
-
-    def observe(self, on_event: Any) -> Any:
-        """``on_event``, recording the turn's events when a session is stored."""
-        return on_event if self.recorder is None else self.recorder.observe(on_event)
 
 
 def stored_session(artifact: Any, session_id: str | None) -> Any:
@@ -111,14 +106,13 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
     from contextlib import asynccontextmanager
 
     from mol.core.errors import SessionNotFound
-    from mol.runtime.recorder import Recorder
+    from mol.runtime import Conversation, Recorder
     from mol.runtime.sessions import held, new_owner, open_store, store_url_for
-    from mol.runtime.views import Conversation
 
     @asynccontextmanager
     async def context() -> Any:
         if session_id is None:
-            yield CliSession()
+            yield StoredSession()
             return
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", session_id):
             raise UsageError(f"--session {session_id!r}: use letters, digits, '_', '.', '-'")
@@ -131,8 +125,7 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
             except SessionNotFound:
                 conversation = Conversation(id=session_id)
                 print(f"[mol] new session {session_id} in {store.location}", file=sys.stderr)
-            recorder = Recorder(store, artifact.digest)
-            yield CliSession(conversation, recorder.checkpoint, recorder)
+            yield StoredSession(conversation, Recorder(store, artifact.digest).checkpoint)
 
     return context()
 

@@ -58,10 +58,9 @@ async def preview(args: argparse.Namespace) -> int:
     """Check the file, then serve its preview page until interrupted."""
     import socket
 
-    import uvicorn
-
     from mol.genui.checker import check_file
     from mol.genui.web import preview_app
+    from mol.runtime import serving
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         raise UsageError("--host: the preview has no API key, so it serves on loopback only")
@@ -77,11 +76,10 @@ async def preview(args: argparse.Namespace) -> int:
         sock.close()
         raise UsageError(f"--port {args.port}: cannot listen on {args.host}: {exc}") from None
     port = sock.getsockname()[1]
-    config = uvicorn.Config(preview_app(uis, f"GenUI preview: {args.file.name}"),
-                            log_level="warning")
     print(f"preview at http://{args.host}:{port}/ (Ctrl-C to stop)", flush=True)
     with sock:
-        await uvicorn.Server(config).serve(sockets=[sock])
+        await serving.serve(preview_app(uis, f"GenUI preview: {args.file.name}"),
+                            sockets=[sock], log_level="warning")
     return 0
 
 

@@ -122,8 +122,7 @@ def _parse_arguments(text: str) -> dict[str, Any]:
 
 async def call(args: argparse.Namespace) -> int:
     """``mol mcp call``: print the result; exit 1 on a tool error, 2 on bad arguments."""
-    from mol.core.awaitables import maybe_await
-    from mol.core.tools import ToolContext, _check_schema
+    from mol.core.tools import ToolContext, checked_arguments
     from mol.runtime.mcp import MCPManager
 
     arguments = _parse_arguments(args.arguments)
@@ -135,8 +134,7 @@ async def call(args: argparse.Namespace) -> int:
         if tool is None:
             raise UsageError(f"no MCP tool named {args.name!r} (known: {', '.join(sorted(tools)) or 'none'})")
         try:
-            check = tool.validate or (lambda a: _check_schema(tool.parameters, a))
-            arguments = await maybe_await(check(arguments))
+            arguments = await checked_arguments(tool, arguments)
         except ValueError as exc:
             raise UsageError(f"{args.name}: {exc}") from None
         result = await tool.call(arguments, ToolContext(adapter="cli"))

@@ -85,23 +85,22 @@ def _json_printer(raw: bool) -> Any:
 
 async def run(args: argparse.Namespace) -> int:
     """One turn: print only the answer (or, with --json, the events)."""
-    from mol.runtime.engine import start_import
+    from mol.runtime import start_import
 
     start_import()  # the longest part of start-up, overlapped with the rest
     from mol.cli.commands.common import ended_by_signals, stored_session
-    from mol.runtime.app import open_runtime
+    from mol.runtime import open_runtime
 
     artifact = load_artifact(args.hcp)
     on_event = _json_printer(args.raw) if args.json else Progress(sys.stderr.isatty())
     async with ended_by_signals() as stopped:
         async with (
-            stored_session(artifact, args.session) as session,
-            open_runtime(artifact, engine_url=args.engine_url,
-                         conversation=session.conversation,
-                         checkpoint=session.checkpoint) as harness,
+            stored_session(artifact, args.session) as stored,
+            open_runtime(artifact, engine_url=args.engine_url) as runtime,
+            runtime.session(stored.conversation, checkpoint=stored.checkpoint,
+                            observers=[on_event]) as session,
         ):
-            result = await harness.turn(" ".join(args.prompt),
-                                        on_event=session.observe(on_event))
+            result = await session.turn(" ".join(args.prompt))
         if not args.json:
             print(shown(result.answer, args.raw))
     return stopped.exit_code(0)
@@ -109,21 +108,22 @@ async def run(args: argparse.Namespace) -> int:
 
 async def chat(args: argparse.Namespace) -> int:
     """A conversation: interactive at a terminal, one turn per line when piped."""
-    from mol.runtime.engine import start_import
+    from mol.runtime import start_import
 
     start_import()
     from mol.cli.commands.common import blocking_call, ended_by_signals, stored_session
-    from mol.runtime.app import open_runtime
+    from mol.runtime import open_runtime
 
     artifact = load_artifact(args.hcp)
     interactive = sys.stdin.isatty()
-    approve = _ask_user if interactive else None
+    elicit = _elicit_at_terminal if interactive else None
     async with (
         ended_by_signals() as stopped,
-        stored_session(artifact, args.session) as session,
-        open_runtime(artifact, engine_url=args.engine_url, approve=approve,
-                     conversation=session.conversation, checkpoint=session.checkpoint,
-                     elicit=_elicit_at_terminal if interactive else None) as harness,
+        stored_session(artifact, args.session) as stored,
+        open_runtime(artifact, engine_url=args.engine_url, elicit=elicit) as runtime,
+        runtime.session(stored.conversation, checkpoint=stored.checkpoint,
+                        approve=_ask_user if interactive else None, elicit=elicit,
+                        observers=[Progress(interactive)]) as session,
     ):
         if interactive:
             print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). Ctrl-D to quit.",
@@ -135,8 +135,7 @@ async def chat(args: argparse.Namespace) -> int:
                 break
             if not line.strip():
                 continue
-            result = await harness.turn(line.strip(),
-                                        on_event=session.observe(Progress(interactive)))
+            result = await session.turn(line.strip())
             print(shown(result.answer, args.raw), flush=True)
     return stopped.exit_code(0)
 

@@ -32,10 +32,10 @@ async def list_tools(args: argparse.Namespace) -> int:
 
     artifact = load_artifact(args.hcp)
     only = checked_adapter(artifact, args.adapter)
-    async with open_runtime(artifact) as harness:
+    async with open_runtime(artifact) as runtime:
         for adapter in [only] if only else artifact.doc.adapter_names:
             config = artifact.doc.adapter(adapter)
-            tools = await harness.all_tools(adapter)
+            tools = await runtime.all_tools(adapter)
             shown = [(n, decide(n, config)) for n in sorted(tools)]
             shown = [(n, d) for n, d in shown if args.all or d in ("allow", "ask")]
             print(f"{adapter}: {len(shown)} tool{'s' if len(shown) != 1 else ''}")

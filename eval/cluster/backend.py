@@ -130,10 +130,10 @@ async def _engine_url(options: Any, stack: AsyncExitStack) -> str | None:
         return None
     artifact = options.artifact
     url = options.engine_url or os.environ.get("MOL_ENGINE_URL") or artifact.doc.engine.api_base
-    if artifact.doc.engine.kind == "local":
-        from mol.runtime.llamacpp.supervisor import ensure_local_engine
+    if artifact.doc.engine.kind == "local":  # the embedded engine, started here
+        from mol.runtime import open_engine
 
-        await stack.enter_async_context(ensure_local_engine(artifact, api_base=url))
+        await stack.enter_async_context(open_engine(artifact, url))
     return url
 
 

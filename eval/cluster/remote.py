@@ -111,11 +111,9 @@ class Worker:
     async def _clean(self, notes: list[str]) -> None:
         if self.cleaned:
             return
-        from mol.runtime.mcp.server import collect_orphan_servers
-        from mol.sandboxes.owner import gc_orphans
+        from mol.runtime import collect_orphans
 
-        removed = await gc_orphans()
-        await collect_orphan_servers()  # episodes open their runtimes without collecting
+        removed = await collect_orphans()  # episodes open their runtimes without collecting
         self.cleaned = True
         if removed:
             notes.append(f"removed {len(removed)} sandbox(es) left by a process that died")
@@ -143,7 +141,7 @@ class Worker:
             import anyio
 
             from mol.plugins.manager import PluginManager
-            from mol.runtime.engine import LiteLLMEngine
+            from mol.runtime import LiteLLMEngine
 
             engine = LiteLLMEngine.from_artifact(artifact, spec.engine_url)
             await anyio.to_thread.run_sync(engine.load)

@@ -147,7 +147,7 @@ async def from_adapter(lab: Lab, parent: Any, parent_hcp: Path, run: Path, adapt
     from mol.core.errors import UsageError
     from mol.eval.evolve.document import evolvable_parts
     from mol.eval.evolve.proposers import ask_adapter, failed_episodes
-    from mol.runtime.engine import LiteLLMEngine
+    from mol.runtime import LiteLLMEngine
 
     if adapter not in parent.doc.adapters:
         raise UsageError(f"--proposer adapter:{adapter}: the HCP declares "

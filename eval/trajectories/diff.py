@@ -19,7 +19,7 @@ MAX_LINE = 160
 
 def hop_of(request: dict[str, Any], artifact: Any) -> str:
     """The hop a request serves, judged from the request itself."""
-    from mol.runtime.summary import DEFAULT_SUMMARY_PROMPT
+    from mol.runtime import DEFAULT_SUMMARY_PROMPT
 
     if request.get("choices"):
         return "route"

@@ -23,7 +23,7 @@ from typing import Any
 from mol.core import events as ev
 from mol.core.tools import Tool, ToolContext, to_result
 from mol.eval.trajectories.format import FORMAT, dumps
-from mol.runtime.engine import Completion, Engine, OnDelta
+from mol.runtime import Completion, Engine, OnDelta
 
 _OPS: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
     "mol_eval_tool_ops", default=None)

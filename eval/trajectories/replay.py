@@ -23,7 +23,7 @@ from mol.core.tools import Tool, ToolContext, ToolResult
 from mol.eval.trajectories.diff import hop_of, request_difference
 from mol.eval.trajectories.format import Trajectory, dumps
 from mol.eval.trajectories.recording import numbered_ids
-from mol.runtime.engine import Completion, OnDelta, ToolCall, Usage
+from mol.runtime import Completion, OnDelta, ToolCall, Usage
 
 LIVE_TOOLS = ("load_skill", "read_skill_file")
 """Built-in tools that replay runs for real (unless copying into the sandbox)."""
@@ -233,7 +233,7 @@ async def replay_episode(trajectory: Trajectory, artifact: Any,
     own problems (they are an ``error`` verdict)."""
     from mol.core.tools import Resources
     from mol.plugins.builtin.sandbox import RESOURCE
-    from mol.runtime.harness import Harness
+    from mol.runtime import Runtime
 
     header = trajectory.header
     exchanges = trajectory.of("engine")
@@ -250,13 +250,12 @@ async def replay_episode(trajectory: Trajectory, artifact: Any,
     state = _State(exchanges)
     resources = Resources()
     await resources.get(RESOURCE, lambda: contextlib.nullcontext(_NoSandbox()))
-    harness = Harness(artifact, engine=ReplayEngine(state, artifact), plugins=plugins,
-                      toolsets=[RecordedToolset(trajectory, state, artifact)],
-                      resources=resources, tool_wrapper=ReplayTools(trajectory, state).wrap,
-                      call_ids=numbered_ids())
+    runtime = Runtime(artifact, engine=ReplayEngine(state, artifact), plugins=plugins,
+                      toolsets=[RecordedToolset(trajectory, state, artifact)])
     try:
-        async with harness:
-            await harness.turn(header["instruction"], adapter=header.get("adapter"))
+        async with runtime.session(resources=resources, call_ids=numbered_ids(),
+                                   tool_wrapper=ReplayTools(trajectory, state).wrap) as session:
+            await session.turn(header["instruction"], adapter=header.get("adapter"))
         state.check()
         if state.next < len(exchanges):
             hop, adapter = state.recorded(state.next)

@@ -145,7 +145,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.parent_pid:
         _exit_with_parent(args.parent_pid)
 
-    import uvicorn
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ConfigFileSettings, ServerSettings
 
@@ -156,7 +155,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.pop("CONFIG_FILE", None)  # create_app() would re-read it over ours
     app = create_app(server_settings=ServerSettings.model_validate(config),
                      model_settings=config.models)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+    from mol.runtime import serving
+
+    serving.run(app, host=config.host, port=config.port, log_level="warning")
 
 
 if __name__ == "__main__":

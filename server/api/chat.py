@@ -34,8 +34,7 @@ from mol.server.api.replies import Item, Outcome, Reply, respond
 from mol.server.http.bodies import field, read_json
 from mol.server.http.errors import ApiError
 from mol.server.http.sse import KEEPALIVE_COMMENT, sse
-from mol.server.turns.jobs import KeepAlive
-from mol.server.turns.runner import Job, Runner, TurnRequest
+from mol.server.turns.jobs import Job, KeepAlive, TurnRequest
 
 
 async def chat_completions(request: Request) -> Response:
@@ -53,8 +52,7 @@ async def chat_completions(request: Request) -> Response:
                        key=fingerprint(history) if history else None, seed=history,
                        adapter=adapter, client_tools=client_tools(body), stream=stream,
                        params=chat_params(body))
-    runner: Runner = state.runner
-    reply = ChatReply(body["model"], messages, await runner.start(turn), runner)
+    reply = ChatReply(body["model"], messages, await state.runner.start(turn))
     return await respond(reply, stream, reply.complete,
                          lambda first, rest: reply.chunks(first, rest, usage_too),
                          state.keepalive)
@@ -65,9 +63,8 @@ class ChatReply(Reply):
 
     id_prefix = "chatcmpl-"
 
-    def __init__(self, model: str, messages: list[dict[str, Any]], job: Job,
-                 runner: Runner) -> None:
-        super().__init__(model, job, runner)
+    def __init__(self, model: str, messages: list[dict[str, Any]], job: Job) -> None:
+        super().__init__(model, job)
         self.messages = messages
         self.sent: list[str] = []
         self.streamed_calls: set[int] = set()
@@ -77,11 +74,14 @@ class ChatReply(Reply):
         transcript = [*self.messages, {k: v for k, v in message.items() if v is not None}]
         if transcript[-1].get("content") is None:
             transcript[-1]["content"] = ""
-        await self.runner.name(self.job, fingerprint(transcript))
+        await self.job.ends_at(fingerprint(transcript))
 
     def _usage(self) -> dict[str, Any]:
-        return {**self.usage, "total_tokens": sum(self.usage.values()),
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+        usage = self.usage
+        return {"prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
 
     async def complete(self, outcome: Outcome) -> dict[str, Any]:
         """The non-streaming ``chat.completion`` object."""
@@ -103,7 +103,7 @@ class ChatReply(Reply):
 
     def _metadata(self) -> dict[str, Any]:
         """mol's ``metadata``: the adapter and route, and the generated UI when checked."""
-        return {**self.metadata(), **chat_metadata(self.genui)}
+        return {**self.metadata(), **(chat_metadata(self.genui) if self.genui else {})}
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None,
                usage_too: bool = False) -> bytes:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
-from mol.runtime.views import adapter_of_call
+from mol.runtime import adapter_of_call
 from mol.server.http.bodies import field, json_kind
 from mol.server.http.errors import ApiError
 

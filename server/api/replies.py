@@ -26,15 +26,16 @@ from typing import Any
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from mol.core import events as ev
-from mol.runtime.harness import TurnResult
-from mol.server.http.errors import ApiError
-from mol.server.turns.jobs import KeepAlive, TurnCancelled
-from mol.server.turns.runner import Job, Runner
+from mol.core.errors import TurnCancelled
+from mol.runtime import TurnResult
+from mol.server.http.errors import ApiError, api_error
+from mol.server.turns.jobs import Job, KeepAlive
 
 log = logging.getLogger("mol.server")
 
-Outcome = ev.Answered | ev.ClientToolsRequested | ApiError
-"""How a turn ends, as a reply sees it."""
+Outcome = ev.Answered | ev.ClientToolsRequested | ApiError | TurnCancelled
+"""How a turn ends, as a reply sees it (a failure already in the client's words, but a
+cancellation, which a Responses reply renders as a response)."""
 Delta = ev.ReasoningDelta | ev.TextDelta | ev.ToolCallDelta
 Item = Delta | Outcome | KeepAlive
 
@@ -44,14 +45,15 @@ class Reply:
     """Reads one job's events; subclasses render them in their API's shape."""
 
     id_prefix = "reply-"
+    renders_cancelled = False
+    """A cancelled turn is an outcome this API renders (a Responses object), not an error."""
 
-    def __init__(self, model: str, job: Job, runner: Runner) -> None:
-        self.model, self.job, self.runner = model, job, runner
+    def __init__(self, model: str, job: Job) -> None:
+        self.model, self.job = model, job
         self.id = self.id_prefix + secrets.token_hex(12)
         self.created = int(time.time())
-        self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
-        self.cached_tokens = 0
-        """Prompt tokens the engine served from its prefix cache, when it says."""
+        self.usage = ev.TurnUsage()
+        """What the turn used up to its outcome (as its job says, once it is known)."""
         self.genui: ev.GenUIChecked | None = None
         """The turn's last generated-UI check (``mol.server.api.genui`` renders it)."""
         self.adapter = ""
@@ -79,27 +81,26 @@ class Reply:
         async for item in self.job.outcomes(self.keepalive if stream else None):
             if isinstance(item, KeepAlive):
                 yield item
-            elif isinstance(item, ApiError):
-                yield item
+            elif isinstance(item, Exception):  # what the turn raised, in the client's words
+                cancelled = isinstance(item, TurnCancelled) and self.renders_cancelled
+                yield item if cancelled else api_error(item, self.job.request.where)
                 return
             if isinstance(item, TurnResult):  # the turn ended without its outcome event
+                self.usage = self.job.usage or item.tally
                 yield (ev.ClientToolsRequested(item.adapter, item.client_calls, item.reasoning)
                        if item.status == "waiting" else
                        ev.Answered(item.adapter, item.answer, item.stopped, item.reasoning))
                 return
-            if isinstance(item, ev.ModelCalled):
-                ev.add_usage(self.usage, item.usage)
-                self.cached_tokens += item.usage.get("cached_tokens") or 0
-            elif isinstance(item, ev.GenUIChecked):
+            if isinstance(item, ev.GenUIChecked):
                 self.genui = item
             elif isinstance(item, ev.RouteDecided):
                 self.adapter, self.route = item.adapter, item.how
             elif isinstance(item, Delta) and stream:
                 yield item
             elif isinstance(item, ev.Answered | ev.ClientToolsRequested):
+                self.usage = self.job.usage or self.usage
                 yield item
                 return
-
 
     def gone(self, what: str) -> None:
         """Log, in one line, a client that went away before the end of a stream."""
@@ -120,7 +121,7 @@ async def respond(reply: Reply, stream: bool,
     reply.keepalive = keepalive
     items = reply.items()
     first = await anext(items)
-    if isinstance(first, ApiError) and not isinstance(first, TurnCancelled):
+    if isinstance(first, ApiError):
         await items.aclose()
         return first.response()
     if not stream:

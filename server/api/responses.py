@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mol.core import events as ev
+from mol.core.errors import TurnCancelled
 from mol.server.api.genui import response_item
 from mol.server.api.inputs import (
     ClientTools,
@@ -35,10 +36,9 @@ from mol.server.api.messages import fingerprint, resolve_model, split
 from mol.server.api.params import responses_params
 from mol.server.api.replies import Item, Outcome, Reply, respond
 from mol.server.http.bodies import field, read_json
-from mol.server.http.errors import ApiError
+from mol.server.http.errors import ApiError, api_error
 from mol.server.http.sse import KEEPALIVE_COMMENT, sse
-from mol.server.turns.jobs import KeepAlive, TurnCancelled
-from mol.server.turns.runner import Job, Runner, TurnRequest
+from mol.server.turns.jobs import Job, KeepAlive, TurnRequest
 
 INPUT_KEY = "mol_input_items"
 """Where a stored response keeps its request's input items (``GET .../input_items``); the
@@ -75,7 +75,7 @@ async def create_response(request: Request) -> Response:
                        adapter=adapter, client_tools=tools.tools, stream=stream,
                        persist=store, params=responses_params(body), handle=response_id)
     reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
-                          await state.runner.start(turn), state.runner, response_id, tools,
+                          await state.runner.start(turn), response_id, tools,
                           None if previous is not None else [*opening, *messages])
     return await respond(reply, stream, reply.complete_response, reply.events,
                          state.keepalive)
@@ -84,9 +84,11 @@ async def create_response(request: Request) -> Response:
 class ResponseReply(Reply):
     """Turns a job's events into a Responses API object or its event stream."""
 
-    def __init__(self, body: dict[str, Any], job: Job, runner: Runner, response_id: str,
+    renders_cancelled = True
+
+    def __init__(self, body: dict[str, Any], job: Job, response_id: str,
                  tools: ClientTools, transcript: list[dict[str, Any]] | None) -> None:
-        super().__init__(body["model"], job, runner)
+        super().__init__(body["model"], job)
         self.body = body
         self.id = response_id
         self.tools = tools
@@ -101,11 +103,12 @@ class ResponseReply(Reply):
         """The response object."""
         usage = None
         if status == "completed":
-            usage = {"input_tokens": self.usage["prompt_tokens"],
-                     "input_tokens_details": {"cached_tokens": self.cached_tokens},
-                     "output_tokens": self.usage["completion_tokens"],
+            used = self.usage
+            usage = {"input_tokens": used.prompt_tokens,
+                     "input_tokens_details": {"cached_tokens": used.cached_tokens},
+                     "output_tokens": used.completion_tokens,
                      "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": sum(self.usage.values())}
+                     "total_tokens": used.prompt_tokens + used.completion_tokens}
         metadata = self.body.get("metadata")
         left_out = ({"mol_tools_left_out": ", ".join(self.tools.left_out)}
                     if self.tools.left_out else {})
@@ -155,8 +158,8 @@ class ResponseReply(Reply):
             aliases = () if self.transcript is None else (fingerprint(
                 [*self.transcript, *item_messages(output, self.tools, "output")[0]], "resp"),)
             stored = {**final, INPUT_KEY: input_items(self.body)}
-            await self.runner.name(self.job, self.id,
-                                   (self.body.get("previous_response_id"), stored), aliases)
+            await self.job.ends_at(self.id, (self.body.get("previous_response_id"), stored),
+                                   aliases)
         return final
 
     async def complete_response(self, outcome: Outcome) -> dict[str, Any]:
@@ -202,9 +205,10 @@ class ResponseReply(Reply):
             if isinstance(item, KeepAlive):
                 yield KEEPALIVE_COMMENT
             elif isinstance(item, TurnCancelled):
+                cancelled = api_error(item)
                 yield self.event("response.failed", response={
                     **self.obj("cancelled", stream.output()), "error": {
-                        "code": item.code, "message": item.message}})
+                        "code": cancelled.code, "message": cancelled.message}})
                 break
             elif isinstance(item, ApiError):
                 yield self.event("error", error=item.body()["error"],

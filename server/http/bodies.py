@@ -67,12 +67,10 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
 
 def parse_json(data: bytes) -> Any:
     """A request body's JSON value: 400 when malformed or nested deeper than ``MAX_DEPTH``."""
-    too_deep = ApiError(400, f"the request body nests deeper than {MAX_DEPTH} levels",
-                        code="too_deep")
     try:
         value = json.loads(data or b"null")
     except RecursionError:
-        raise too_deep from None
+        raise _too_deep() from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
     stack = [(value, 1)] if isinstance(value, dict | list) else []
@@ -80,7 +78,7 @@ def parse_json(data: bytes) -> Any:
         item, depth = stack.pop()
         children = item.values() if isinstance(item, dict) else item
         if depth > MAX_DEPTH:
-            raise too_deep
+            raise _too_deep()
         stack.extend((child, depth + 1) for child in children
                      if isinstance(child, dict | list))
     return value
@@ -108,3 +106,8 @@ def field(body: dict[str, Any], name: str, kinds: type | tuple[type, ...], *,
         names = " or ".join(json_kind(k()) if k is not float else "a number" for k in kinds)
         raise ApiError(400, f"'{path}' must be {names}, got {json_kind(value)}", param=path)
     return value
+
+
+def _too_deep() -> ApiError:
+    return ApiError(400, f"the request body nests deeper than {MAX_DEPTH} levels",
+                    code="too_deep")

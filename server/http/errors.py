@@ -1,14 +1,22 @@
 """Errors as the server answers them: the OpenAI error shape (``ApiError``) and the one
-mapping of mol's errors to HTTP statuses."""
+mapping of mol's errors to HTTP statuses (``api_error``).
+
+Turn scheduling (``mol.server.turns``) raises ``MolError``s only; the routes and the
+replies pass whatever a turn or a route raised through ``api_error``, so each status is
+decided here and nowhere else.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from starlette.responses import JSONResponse
 
 from mol.core.errors import (
+    AnswerEnded,
+    ConversationError,
     EngineAdapterUnavailable,
     EngineConnectionError,
     EngineContextLength,
@@ -16,6 +24,13 @@ from mol.core.errors import (
     EngineRateLimited,
     EngineResponseError,
     EngineTimeout,
+    MolError,
+    Overloaded,
+    SessionBusy,
+    SessionConflict,
+    SessionNotFound,
+    TurnCancelled,
+    TurnDeadline,
 )
 
 log = logging.getLogger("mol.server")
@@ -47,6 +62,37 @@ class ApiError(Exception):
     def response(self) -> JSONResponse:
         """The HTTP response for this error."""
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def api_error(exc: BaseException, where: str | None = None) -> ApiError:
+    """What the client is answered for ``exc``, raised by a route or by a turn; ``where``
+    names the request field a ``ConversationError`` without a field of its own is about."""
+    if isinstance(exc, ApiError):
+        return exc
+    message = str(exc)
+    if isinstance(exc, AnswerEnded):
+        return ApiError(409, message, param=exc.field, code="elicitation_ended")
+    if isinstance(exc, ConversationError):
+        return ApiError(400, message, param=exc.field or where)
+    if isinstance(exc, SessionNotFound):
+        return ApiError(404, message, param=exc.field)
+    if isinstance(exc, SessionBusy | Overloaded):
+        retry = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+        if isinstance(exc, Overloaded):
+            return ApiError(429, message, code="too_many_turns", headers=retry)
+        return ApiError(409, message, code="conversation_busy", headers=retry)
+    if isinstance(exc, SessionConflict):
+        return ApiError(409, f"{message}; continue from the conversation's latest point",
+                        code="conversation_changed")
+    if isinstance(exc, TurnCancelled):
+        return ApiError(409, message, code="cancelled")
+    if isinstance(exc, TurnDeadline):
+        return ApiError(504, message, code="deadline")
+    if isinstance(exc, EngineError):
+        return engine_error(exc)
+    if isinstance(exc, MolError):
+        return ApiError(500, message)
+    return ApiError(500, f"internal error: {type(exc).__name__}")
 
 
 def engine_error(exc: EngineError) -> ApiError:

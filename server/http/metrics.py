@@ -67,7 +67,7 @@ class Metrics:
     def attach(self, runner: Any) -> None:
         """Count ``runner``'s turns: its admission at each scrape, its plugins' tools by
         source."""
-        admission, plugin_tools = runner.admission, runner.base.plugins.tools
+        admission, plugin_tools = runner.admission, runner.runtime.plugins.tools
         self.queue.set_function(lambda: admission.waiting)
         self.running.set_function(lambda: admission.running)
 
@@ -168,3 +168,11 @@ class Counted:
             route = getattr(scope.get("route"), "path", None) or "other"
             self.metrics.requests.labels(route=route, status=str(status["code"] or 500)).inc()
 
+
+
+async def metrics(request: Any) -> Any:
+    """``GET /metrics``: the Prometheus text format."""
+    from starlette.responses import Response
+
+    body, kind = request.app.state.metrics.render()
+    return Response(body, media_type=kind)

@@ -8,7 +8,7 @@ before any authentication.
   byte now and then buys no time. Past it the connection is closed (``408`` when part
   of a head had arrived), so an idle connection is closed too;
 - a request's body must arrive within ``body_timeout`` seconds (``read_body`` in
-  ``mol.server.http.errors``: ``408``).
+  ``mol.server.http.bodies``: ``408``).
 
 The guards are a mixin over uvicorn's HTTP protocol (``uvicorn.Config(http=...)``), the
 only place that sees a connection before a request exists. The protocol is httptools (a C
@@ -117,13 +117,11 @@ def uvicorn_config(app: Any, config: Any, host: str, port: int, *, http: str | N
                    **options: Any) -> Any:
     """The ``uvicorn.Config`` serving ``app`` with ``config``'s (a ``ServerConfig``) limits,
     on ``http`` (``guarded_protocol``)."""
-    import uvicorn
+    from mol.runtime import serving
 
     base = guarded_protocol(http)
     protocol = type(base.__name__, (base,), {
         "max_connections": config.max_connections, "header_timeout": config.header_timeout})
     options.setdefault("timeout_graceful_shutdown", config.drain)
-    # uvicorn's "auto" would pick uvloop, which must not run outside the main thread.
-    options.setdefault("loop", "asyncio")
-    return uvicorn.Config(app, host=host, port=port, http=protocol, lifespan="on",
+    return serving.config(app, host=host, port=port, http=protocol, lifespan="on",
                           server_header=False, **options)

@@ -2,9 +2,14 @@
 
 A request takes a slot when one is free and nobody waits; otherwise it joins the queue and
 takes the next slot freed, in arrival order. A full queue, or a wait longer than ``wait``
-seconds, is a 429 with ``Retry-After``: load queues instead of failing, and only what
+seconds, is ``Overloaded`` (a 429 with ``Retry-After``): load queues instead of failing, and only what
 exceeds the queue is refused. A slot is handed straight to the first waiter when it is
 freed, so a burst of arrivals can never overtake the queue.
+
+A turn gives its slot back as soon as its reply is complete (``replied``), for a
+background slot (as many) under which its summary hop and last checkpoints run: they
+never hold up new turns, and a shortage of them pushes back on admission instead of
+piling up.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections import deque
 
 import anyio
 
-from mol.server.http.errors import ApiError
+from mol.core.errors import Overloaded
 
 
 class Admission:
@@ -24,6 +29,8 @@ class Admission:
         self.slots, self.queue, self.wait = slots, queue, wait
         self.free = slots
         self._waiters: deque[anyio.Event] = deque()
+        self.background = anyio.CapacityLimiter(slots)
+        """Slots of turns whose reply is complete (their summary hop, last checkpoints)."""
 
     @property
     def waiting(self) -> int:
@@ -37,7 +44,7 @@ class Admission:
 
     async def enter(self) -> None:
         """Take a slot, waiting in line for one if need be; 429 when the line is full or
-        the wait runs out."""
+        the wait runs out (``Overloaded``)."""
         if self.free and not self._waiters:
             self.free -= 1
             return
@@ -65,7 +72,16 @@ class Admission:
         else:
             self.free += 1
 
-    def _refused(self, why: str) -> ApiError:
+    def _refused(self, why: str) -> Overloaded:
         retry = max(1, min(30, math.ceil(self.wait / 4))) if self._waiters else 1
-        return ApiError(429, f"{why}; retry shortly", code="too_many_turns",
-                        headers={"Retry-After": str(retry)})
+        return Overloaded(f"{why}; retry shortly", retry_after=retry)
+
+    async def replied(self, owner: object) -> None:
+        """``owner``'s reply is complete: trade its turn slot for a background slot (given
+        back by ``finished``)."""
+        await self.background.acquire_on_behalf_of(owner)
+        self.leave()
+
+    def finished(self, owner: object) -> None:
+        """``owner``'s turn ended after its reply: give its background slot back."""
+        self.background.release_on_behalf_of(owner)

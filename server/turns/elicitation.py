@@ -32,7 +32,7 @@ import json
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +40,9 @@ import anyio
 
 from mol.core import events as ev
 from mol.core.deadlines import paused
+from mol.core.errors import AnswerEnded, ConversationError, SessionBusy
 from mol.core.schemas import compile_schema
-from mol.runtime.views import new_call_id
-from mol.server.http.errors import ApiError
+from mol.runtime import new_call_id
 from mol.server.turns.jobs import Job, TurnRequest
 
 log = logging.getLogger("mol.server")
@@ -54,9 +54,6 @@ WAIT = 300.0
 ACTIONS = ("accept", "decline", "cancel")
 ENDED = 4096
 """Elicitations remembered after they ended, so a late answer gets a clear 409."""
-
-Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-
 
 def opted_in(tools: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, bool]:
     """The client's tools without ``TOOL``, and whether the client declared it."""
@@ -92,15 +89,12 @@ class Elicitations:
         """Call id -> how it ended (answered, unanswered), for late answers."""
         self.closing = False
 
-    def asker(self, head: Job) -> Asker:
-        """The ``ToolContext.elicit`` of the turn started by ``head`` (one at a time)."""
-        lock = anyio.Lock()
-
-        async def ask(server: str, params: dict[str, Any]) -> dict[str, Any]:
-            async with lock:
-                return await self._ask(head, server, params)
-
-        return ask
+    async def ask(self, head: Job, server: str, params: dict[str, Any]) -> dict[str, Any]:
+        """An MCP server's request for input during the turn started by ``head``, asked of
+        its client (one at a time): the turn's ``ToolContext.elicit``, with ``head``
+        bound."""
+        async with head.asking:
+            return await self._ask(head, server, params)
 
     async def _ask(self, head: Job, server: str, params: dict[str, Any]) -> dict[str, Any]:
         job = head.current()
@@ -141,43 +135,46 @@ class Elicitations:
 
     def claim(self, request: TurnRequest) -> tuple[Pending, dict[str, Any]] | None:
         """The elicitation ``request`` answers and the answer, or None when it answers
-        none; 400 for a malformed answer (the turn stays suspended), 409 for a late one."""
+        none; ``ConversationError`` for a malformed answer (the turn stays suspended),
+        ``AnswerEnded`` for a late one."""
         ours = [c for c in request.tool_results or {} if c in self.pending or c in self.ended]
         if not ours:
             return None
         call_id = ours[0]
         where = request.result_fields.get(call_id, request.where)
         if call_id not in self.pending:
-            raise ApiError(409, f"'{where}' {call_id!r}: that {TOOL} call "
-                           f"{self.ended[call_id]}", param=where, code="elicitation_ended")
+            raise AnswerEnded(f"'{where}' {call_id!r}: that {TOOL} call "
+                              f"{self.ended[call_id]}", field=where)
         if len(request.tool_results or {}) > 1:
-            raise ApiError(400, f"'{where}' answers an {TOOL} call: send its result alone",
-                           param=where)
+            raise ConversationError(f"'{where}' answers an {TOOL} call: send its result "
+                                    "alone", field=where)
         pending = self.pending[call_id]
         answer = parse_answer(request.tool_results[call_id],  # type: ignore[index]
                               pending.params, _content_field(where))
         return pending, answer
 
     def check_free(self, session_id: str) -> None:
-        """409 when a turn of ``session_id`` is suspended: it would wait for the answer."""
+        """``SessionBusy`` when a turn of ``session_id`` is suspended: it would wait for the
+        answer."""
         for pending in self.pending.values():
             if pending.head.session_id == session_id:
-                left = math.ceil(max(1.0, pending.until - anyio.current_time()))
-                raise ApiError(409, f"the conversation's turn waits for the client's answer "
-                               f"to the {TOOL} call {pending.call_id!r}; answer it first",
-                               code="conversation_busy", headers={"Retry-After": str(left)})
+                raise SessionBusy(f"the conversation's turn waits for the client's answer "
+                                  f"to the {TOOL} call {pending.call_id!r}; answer it first",
+                                  retry_after=max(1.0, pending.until - anyio.current_time()))
 
     def resume(self, pending: Pending, answer: dict[str, Any], job: Job) -> None:
-        """Answer ``pending``: its turn goes on in ``job`` (409 when it ended meanwhile)."""
+        """Answer ``pending``: its turn goes on in ``job`` (``AnswerEnded`` when it ended
+        meanwhile)."""
         if self.pending.pop(pending.call_id, None) is not pending:
-            raise ApiError(409, f"the {TOOL} call {pending.call_id!r} "
-                           f"{self.ended.get(pending.call_id, 'ended')}",
-                           code="elicitation_ended")
+            raise AnswerEnded(f"the {TOOL} call {pending.call_id!r} "
+                              f"{self.ended.get(pending.call_id, 'ended')}")
         head = pending.head
         head.current().next = job
         job.scope, job.limit = head.scope, head.limit
         job.session_id, job.conversation, job.route = (head.session_id, head.conversation,
                                                        head.route)
+        if head.session is not None and head.session.current is not None:
+            job.usage_base = head.session.current.usage.copy()  # its reply's usage starts here
         if head.route is not None:
             job.put(head.route)  # the reply's x-mol-adapter / x-mol-route
         pending.answer = answer
@@ -204,31 +201,30 @@ def arguments(server: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_answer(text: str, params: dict[str, Any], where: str) -> dict[str, Any]:
-    """The ``ElicitResult`` a client's answer ``text`` gives; 400 naming ``where``."""
+    """The ``ElicitResult`` a client's answer ``text`` gives; a ``ConversationError`` naming
+    ``where`` otherwise."""
     shape = '{"action": "accept" | "decline" | "cancel", "content": {...}}'
     try:
         answer = json.loads(text)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        raise ApiError(400, f"'{where}' must be the JSON answer of the elicitation: {shape}",
-                       param=where)
+        raise ConversationError(f"'{where}' must be the JSON answer of the elicitation: {shape}", field=where)
     action = answer.get("action")
     if action not in ACTIONS:
-        raise ApiError(400, f"'{where}' action must be one of {', '.join(ACTIONS)}; got "
-                       f"{json.dumps(action)}", param=where)
+        raise ConversationError(f"'{where}' action must be one of {', '.join(ACTIONS)}; got "
+                       f"{json.dumps(action)}", field=where)
     if action != "accept" or (params.get("mode") or "form") != "form":
         return {"action": action}
     content = answer.get("content", {})
     if not isinstance(content, dict):
-        raise ApiError(400, f"'{where}' content must be an object answering the requested "
-                       "schema", param=where)
+        raise ConversationError(f"'{where}' content must be an object answering the requested "
+                       "schema", field=where)
     try:
         content = compile_schema(params.get("requestedSchema") or {"type": "object"}
                                  ).check(content)
     except ValueError as exc:
-        raise ApiError(400, f"'{where}' content does not answer the requested schema: {exc}",
-                       param=where) from None
+        raise ConversationError(f"'{where}' content does not answer the requested schema: {exc}", field=where) from None
     return {"action": "accept", "content": content}
 
 

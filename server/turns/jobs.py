@@ -1,4 +1,9 @@
-"""What a request asks the runner for (``TurnRequest``) and what it gets back (``Job``)."""
+"""What a request asks the runner for (``TurnRequest``) and what it gets back (``Job``).
+
+A job is what the turn room hands the API room: the turn's events and outcome to read
+(``outcomes``), and where to say the reply ends (``ends_at``), which the turn room writes
+as a mark. The API room never calls the runner for either.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,9 @@ from typing import Any
 import anyio
 
 from mol.core import events as ev
-from mol.runtime.harness import TurnResult
-from mol.runtime.views import Conversation
-from mol.server.http.errors import ApiError
+from mol.runtime import Conversation, TurnResult
 
-__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Job", "JobItem", "KeepAlive", "TurnCancelled", "TurnRequest"]
+__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Job", "JobItem", "KeepAlive", "TurnRequest"]
 
 
 @dataclass
@@ -49,14 +52,6 @@ class TurnRequest:
     reach it (``mol.server.turns.elicitation``)."""
 
 
-class TurnCancelled(ApiError):
-    """The outcome of a turn cancelled by its handle (``Runner.cancel``)."""
-
-    def __init__(self) -> None:
-        super().__init__(409, "the response was cancelled before it completed",
-                         code="cancelled")
-
-
 class KeepAlive:
     """Nothing happened for a while (a streamed reply sends an SSE comment)."""
 
@@ -67,8 +62,9 @@ DELIVERY_WAIT = 2.0
 """Seconds a turn whose reply is complete waits for it to be delivered before its
 bookkeeping goes on regardless (a slow or absent reader must not hold it up)."""
 
-JobItem = ev.Event | TurnResult | ApiError
-"""What a job's stream carries, typed end to end: events, then how the turn ended."""
+JobItem = ev.Event | TurnResult | Exception
+"""What a job's stream carries, typed end to end: events, then how the turn ended (its
+result, or what it raised: a ``MolError``, which the HTTP room maps to a status)."""
 
 
 @dataclass(eq=False)
@@ -101,6 +97,44 @@ class Job:
     """The turn's last route decision (told again to the job it goes on in)."""
     limit: anyio.CancelScope | None = None
     """The turn's deadline (waits for elicitation answers do not count against it)."""
+    session: Any = None
+    """The runtime ``Session`` running the turn (on the chain's first job)."""
+    usage_base: ev.TurnUsage = field(default_factory=ev.TurnUsage)
+    """The turn's usage when this job's part of it began (an elicitation's answer)."""
+    usage: ev.TurnUsage | None = None
+    """What this job's part of the turn used, up to its outcome (set with the outcome)."""
+    names: Any = None
+    """The runner's ``Names``: where the marks of ``ends_at`` go."""
+    admission: Any = None
+    """The runner's ``Admission``: a replied job trades its turn slot there."""
+    asking: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while the turn asks its client for input (one request for input at a time)."""
+
+    async def ends_at(self, key: str, response: Any = None,
+                      aliases: tuple[str, ...] = ()) -> None:
+        """Say that this job's reply ends at the point named ``key`` (and ``aliases``); with
+        ``response``, the Responses API object ``(previous id, body)`` stored under ``key``
+        with it (``mol.server.turns.marks``)."""
+        await self.names.name(self, key, response, aliases)
+
+    async def observe(self, event: ev.Event) -> None:
+        """The observer of this job's turn (a session observer, on the chain's first job):
+        pass ``event`` to the job the turn answers now. After the outcome, the job trades
+        its turn slot for a background slot, and the turn goes on (summary hop,
+        checkpoints) once the reply went out, or after ``DELIVERY_WAIT``."""
+        if isinstance(event, ev.RouteDecided):
+            self.route = event
+        job = self.current()
+        outcome = isinstance(event, ev.Answered | ev.ClientToolsRequested)
+        if outcome:
+            job.usage = self.session.current.usage.since(job.usage_base)
+        job.put(event)
+        if outcome:
+            if not job.replied:
+                await job.admission.replied(job)
+                job.replied = True
+            with anyio.move_on_after(DELIVERY_WAIT):  # the reply's end goes out first
+                await job.delivered.wait()
 
     def chain(self) -> list[Job]:
         """This job and the jobs its turn went on in, in order."""
@@ -126,7 +160,7 @@ class Job:
 
     async def outcomes(self, keepalive: float | None = None
                        ) -> AsyncIterator[JobItem | KeepAlive]:
-        """The turn's ``Event``s as they happen, then its ``TurnResult`` or an ``ApiError``;
+        """The turn's ``Event``s as they happen, then its ``TurnResult`` or an exception;
         with ``keepalive``, a ``KEEPALIVE`` whenever that many seconds pass without one."""
         async with self.receive:
             while True:

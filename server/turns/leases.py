@@ -13,13 +13,11 @@ marks the dead holder's turn interrupted (``SessionStore.acquire``).
 from __future__ import annotations
 
 import logging
-import math
 
 import anyio
 
-from mol.core.errors import SessionBusy, SessionConflict, SessionError
-from mol.runtime.sessions import LEASE_SEC, SessionStore, new_owner
-from mol.server.http.errors import ApiError
+from mol.core.errors import SessionBusy, SessionError
+from mol.runtime import LEASE_SEC, SessionStore, new_owner
 
 log = logging.getLogger("mol.server")
 
@@ -39,7 +37,7 @@ class Leases:
 
     async def take(self, session_id: str) -> None:
         """Hold ``session_id``: wait for this replica's turn on it, then take the store's
-        lease; ``ApiError`` 409 when another replica's turn holds it."""
+        lease; ``SessionBusy`` when another replica's turn holds it (after ``BUSY_WAIT``)."""
         lock = self._locks.setdefault(session_id, anyio.Lock())
         await lock.acquire()
         try:
@@ -59,9 +57,9 @@ class Leases:
         while True:
             try:
                 return await self.store.acquire(session_id, self.owner, self.ttl)
-            except SessionBusy as exc:
+            except SessionBusy:
                 if anyio.current_time() >= deadline:
-                    raise busy(exc) from None
+                    raise
             await anyio.sleep(0.05)
 
     async def give(self, session_id: str) -> None:
@@ -101,15 +99,3 @@ class Leases:
         lock.release()
         if not lock.locked() and lock.statistics().tasks_waiting == 0:
             del self._locks[session_id]
-
-
-def busy(exc: SessionBusy) -> ApiError:
-    """The 409 for a conversation whose turn runs on another replica."""
-    return ApiError(409, str(exc), code="conversation_busy",
-                    headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
-
-
-def conflict(exc: SessionConflict) -> ApiError:
-    """The 409 for a conversation another writer moved on while this turn ran."""
-    return ApiError(409, f"{exc}; continue from the conversation's latest point",
-                    code="conversation_changed")

@@ -1,4 +1,4 @@
-"""Points of a conversation (marks) and forks.
+"""Points of a conversation (marks), forks, and the names replies give them.
 
 Views only grow at their end, so a point of a conversation is fully described
 by its view lengths, its pending summaries and its number of turns. A request
@@ -7,6 +7,13 @@ only by interrupted turns) continues it in place; one that continues from an
 older point (a regenerated answer, an edited message, an older
 ``previous_response_id``) forks a new conversation cut at that point: exact,
 with no replay and the prefix cache still valid for the shared part.
+
+A reply names the point where it ends (a response id, the fingerprint of the transcript it
+completes) as soon as its answer is known (``Job.ends_at``), before the summary hop ends
+the turn (``Names``): the mark is written at once from the conversation as it is then, and
+rewritten with the final point when the turn ends (``Names.settle``), so a request
+continuing from it meanwhile waits for the conversation's lock, then reads the final mark.
+A key forgotten meanwhile (its response deleted) is not written back.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ import secrets
 from dataclasses import replace
 from typing import Any
 
-from mol.runtime.views import Conversation, TurnRecord
+from mol.runtime import Conversation, SessionStore, TurnRecord
+from mol.server.turns.jobs import Job
 
 
 def mark_of(conversation: Conversation) -> dict[str, Any]:
@@ -69,3 +77,51 @@ def abandon_waiting(conversation: Conversation) -> TurnRecord | None:
                                           "content": UNANSWERED} for call_id in open_calls])
     record.status = "interrupted"
     return record
+
+
+class Names:
+    """The keys named by the replies of turns still running, by key."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._named: dict[str, Job] = {}
+        """Key -> the job that named it, while its turn runs."""
+
+    async def name(self, job: Job, key: str, response: Any = None,
+                   aliases: tuple[str, ...] = ()) -> None:
+        """Name the point where ``job``'s reply ends by ``key`` and ``aliases`` (with
+        ``response``: the Responses API object ``(previous id, body)`` stored under
+        ``key``, in the same transaction)."""
+        if not job.request.persist:
+            return
+        if job.mark is not None:
+            await self.store.put_mark(key, job.session_id, job.mark, response, aliases)
+            return
+        job.keys += [key, *aliases]
+        self._named.update(dict.fromkeys([key, *aliases], job))
+        assert job.conversation is not None
+        await self.store.put_mark(key, job.session_id, mark_of(job.conversation), response,
+                                  aliases)
+        if job.mark is not None:  # the turn ended meanwhile: the final mark wins
+            await self.store.put_mark(key, job.session_id, job.mark, None, aliases)
+
+    def forget(self, key: str) -> None:
+        """Do not rewrite ``key`` when its turn ends (a response deleted meanwhile)."""
+        job = self._named.pop(key, None)
+        if job is not None and key in job.keys:
+            job.keys.remove(key)
+
+    async def settle(self, jobs: list[Job], conversation: Conversation) -> None:
+        """The turn of ``jobs`` (a chain) ended: every key they named now names the
+        conversation's final point."""
+        mark = mark_of(conversation)
+        for each in jobs:  # the requests the turn answered, in order
+            each.mark = mark
+            for key in list(each.keys):
+                if key in each.keys:  # not forgotten meanwhile
+                    await self.store.put_mark(key, conversation.id, mark)
+
+    def drop(self, jobs: list[Job]) -> None:
+        """The turn of ``jobs`` is over: their keys need no rewriting any more."""
+        for key in [key for each in jobs for key in each.keys]:
+            self._named.pop(key, None)

@@ -6,14 +6,14 @@ prompt. Every view so built keeps the tool-call contract (``mol.runtime.views``)
 
 - a tool-call message of the history whose results the client left out gets a placeholder
   result (the call was abandoned); a result answering no open call, or answering one
-  twice, is a 400 naming the field;
+  twice, is a ``ConversationError`` naming the field;
 - when the request ends with tool results, the turn they continue belongs to the adapter
   that issued the calls (encoded in their ids): its view ends with the open tool-call
   message, the results go to it; the other adapters' views stop before that turn's user
   message, and they learn of the turn from its summary, as of any other adapter's turn.
 
 Tool results must answer exactly the calls the waiting turn left open, each once;
-anything else is a 400 naming the field in the API's own terms (``messages[i].tool_call_id``,
+anything else is a ``ConversationError`` naming the field in the API's own terms (``messages[i].tool_call_id``,
 ``input[i].call_id``).
 """
 
@@ -23,24 +23,24 @@ import copy
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, open_calls
-from mol.server.http.errors import ApiError
+from mol.core.errors import ConversationError
+from mol.runtime import Conversation, TurnRecord, adapter_of_call, open_calls
 from mol.server.turns.marks import UNANSWERED
 
 
 def repaired(history: Sequence[dict[str, Any]], fields: Sequence[str], open_end: bool
              ) -> list[dict[str, Any]]:
     """``history`` with placeholder results for the calls the client left unanswered (but
-    the trailing ones when ``open_end``: the request's results answer those); 400 for a
+    the trailing ones when ``open_end``: the request's results answer those); refused for a
     result that answers no open call. ``fields[i]`` names message ``i``'s call id field."""
     out: list[dict[str, Any]] = []
     waiting: list[str] = []
     for i, message in enumerate(history):
         if message["role"] == "tool":
             if message["tool_call_id"] not in waiting:
-                raise ApiError(400, f"'{fields[i]}' {message['tool_call_id']!r} answers no "
+                raise ConversationError(f"'{fields[i]}' {message['tool_call_id']!r} answers no "
                                "open tool call of the history (each result follows the "
-                               "message issuing its call, once)", param=fields[i])
+                               "message issuing its call, once)", field=fields[i])
             waiting.remove(message["tool_call_id"])
         else:
             out += _placeholders(waiting)
@@ -56,17 +56,18 @@ def _placeholders(call_ids: list[str]) -> list[dict[str, Any]]:
 
 def check_results(open_ids: Sequence[str], results: dict[str, str], fields: dict[str, str],
                   where: str) -> None:
-    """400 unless ``results`` answer exactly ``open_ids`` (the waiting turn's open calls)."""
+    """``ConversationError`` unless ``results`` answer exactly ``open_ids`` (the waiting
+    turn's open calls)."""
     for call_id in results:
         if call_id not in open_ids:
             why = (f"the waiting turn's open calls are {list(open_ids)}" if open_ids else
                    "no turn of this conversation waits for tool results")
-            raise ApiError(400, f"'{fields[call_id]}' {call_id!r} answers no open call: "
-                           f"{why}", param=fields[call_id])
+            raise ConversationError(f"'{fields[call_id]}' {call_id!r} answers no open call: "
+                           f"{why}", field=fields[call_id])
     missing = [call_id for call_id in open_ids if call_id not in results]
     if missing:
-        raise ApiError(400, f"'{where}' leaves the waiting turn's calls {missing} without "
-                       "results; send one result per call", param=where)
+        raise ConversationError(f"'{where}' leaves the waiting turn's calls {missing} without "
+                       "results; send one result per call", field=where)
 
 
 def waiting_calls(conversation: Conversation) -> list[str]:

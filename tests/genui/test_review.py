@@ -12,7 +12,7 @@ from mol.core import events as ev
 from mol.genui.review import FEEDBACK_HEADER
 from mol.hcp.loader import load
 from mol.plugins.manager import PluginManager
-from mol.runtime.harness import Harness
+from mol.runtime import Runtime
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import DATA, components, create, hcp_text, lines
@@ -43,11 +43,12 @@ async def run_turns(tmp_path, script, texts, **options):
     """Turns pinned to L3; their results, every event, and the engine's L3 requests."""
     events: list[ev.Event] = []
     async with ScriptedEngine.serve(script) as engine:
-        async with Harness(artifact(tmp_path, **options), engine_url=engine.base_url,
-                           plugins=PluginManager([], builtin=())) as harness:
+        runtime = Runtime(artifact(tmp_path, **options), engine_url=engine.base_url,
+                          plugins=PluginManager([], builtin=()))
+        async with runtime.session(observers=[events.append]) as harness:
             with anyio.fail_after(120):
-                results = [await harness.turn(text, adapter="L3", on_event=events.append,
-                                              stream=True) for text in texts]
+                results = [await harness.turn(text, adapter="L3", stream=True)
+                           for text in texts]
         return results, events, [r["body"]["messages"] for r in engine.requests_for("L3")], \
             harness.conversation
 
@@ -125,8 +126,9 @@ async def test_the_tool_is_offered_only_with_genui_on(tmp_path):
     async def offered(genui):
         script = {"L3": [{"reply": "ok"}]}
         async with ScriptedEngine.serve(script) as engine:
-            async with Harness(artifact(tmp_path, genui=genui), engine_url=engine.base_url,
-                               plugins=PluginManager([], builtin=())) as harness:
+            runtime = Runtime(artifact(tmp_path, genui=genui), engine_url=engine.base_url,
+                              plugins=PluginManager([], builtin=()))
+            async with runtime.session() as harness:
                 await harness.turn("hi", adapter="L3")
             body = engine.requests_for("L3")[0]["body"]
         return [t["function"]["name"] for t in body.get("tools") or []]

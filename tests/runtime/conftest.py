@@ -1,4 +1,4 @@
-"""Helpers for harness tests: an artifact aimed at a scripted engine, and test plugins."""
+"""Helpers for runtime tests: an artifact aimed at a scripted engine, and test plugins."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from mol.hcp.loader import Artifact, load
 from mol.plugins import hookimpl
 from mol.plugins.manager import PluginManager
-from mol.runtime.harness import Harness
+from mol.runtime import Runtime, Session
 
 from ..conftest import hcp_text
 
@@ -84,9 +84,15 @@ def toy_plugins(*extra: tuple[str, Any]) -> PluginManager:
     return PluginManager(None, builtin=(), extra=[("toy", ToyTools()), *extra])
 
 
-def harness(artifact: Artifact, engine: Any, **kwargs: Any) -> Harness:
+RUNTIME_OPTIONS = ("plugins", "toolsets", "sandbox_pool")
+
+
+def session(artifact: Artifact, engine: Any, **kwargs: Any) -> Session:
+    """A session of a runtime on ``engine`` (``kwargs``: ``Runtime``'s and ``Session``'s
+    options; the toy plugins by default)."""
     kwargs.setdefault("plugins", toy_plugins())
-    return Harness(artifact, engine_url=engine.base_url, **kwargs)
+    shared = {key: kwargs.pop(key) for key in RUNTIME_OPTIONS if key in kwargs}
+    return Runtime(artifact, engine_url=engine.base_url, **shared).session(**kwargs)
 
 
 def bodies(engine: Any, adapter: str | None = None) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ import sys
 import anyio
 import pytest
 
-from mol.runtime.app import open_runtime
+from mol.runtime import open_runtime
 from mol.sandboxes import docker, owner
 
 from .conftest import toy_plugins
@@ -93,8 +93,9 @@ reply = "summary"
     plugins = PluginManager(load=[], builtin=["mol.plugins.builtin.sandbox"])
     with anyio.fail_after(180):
         async with ScriptedEngine.serve(script) as engine, open_runtime(
-                load(path), engine_url=engine.base_url, plugins=plugins) as harness:
-            pool = harness.sandbox_pool
+                load(path), engine_url=engine.base_url, plugins=plugins) as runtime, \
+                runtime.session() as harness:
+            pool = runtime.sandbox_pool
             assert pool is not None and pool.size == 1
             await pool.wait_ready()
             warm = pool._ready[0].id

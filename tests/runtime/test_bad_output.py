@@ -7,7 +7,7 @@ import pytest
 from mol.core.errors import EngineResponseError, EngineTimeout
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import bodies, harness, write_hcp
+from .conftest import bodies, session, write_hcp
 
 pytestmark = pytest.mark.anyio
 
@@ -17,7 +17,7 @@ SUMMARY = '[[L0]]\nconstrained = false\ntimes = -1\nreply = "summary"\n'
 
 async def tool_result_for(hcp, call: str) -> str:
     script = ROUTE + f"[[L2]]\ntool_calls = [{call}]\n[[L2]]\nreply = 'ok'\n" + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         result = await h.turn("go")
     assert result.answer == "ok"
     returned = [e for e in result.events if e.type == "tool_result"]
@@ -53,7 +53,7 @@ async def test_tool_exception_becomes_text_without_traceback(hcp):
 
 async def test_empty_reply_is_an_empty_answer(hcp):
     script = ROUTE + '[[L2]]\nreply = ""\n' + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         result = await h.turn("go")
     assert result.status == "complete" and result.answer == ""
     assert h.conversation.view("L2")[-1] == {"role": "assistant", "content": ""}
@@ -62,7 +62,7 @@ async def test_empty_reply_is_an_empty_answer(hcp):
 async def test_engine_500_fails_the_turn_with_an_engine_error(tmp_path):
     artifact = write_hcp(tmp_path)
     script = ROUTE + '[[L2]]\nerror = { status = 500, message = "gpu fell off" }\n'
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         with pytest.raises(EngineResponseError, match="gpu fell off") as info:
             await h.turn("go")
     assert info.value.status == 500
@@ -77,7 +77,7 @@ async def test_engine_500_is_retried_within_the_bound(tmp_path):
     path.write_text(path.read_text().replace("max_retries = 0", "max_retries = 2"))
     script = ROUTE + ('[[L2]]\ntimes = 2\nerror = { status = 503, message = "busy" }\n'
                       '[[L2]]\nreply = "third time lucky"\n') + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(load(path), engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(load(path), engine) as h:
         result = await h.turn("go")
     assert result.answer == "third time lucky"
     assert len(engine.requests_for("L2")) == 3
@@ -86,7 +86,7 @@ async def test_engine_500_is_retried_within_the_bound(tmp_path):
 async def test_engine_timeout(tmp_path):
     artifact = write_hcp(tmp_path, timeout=1)
     script = ROUTE + '[[L2]]\ndelay = 20\nreply = "late"\n'
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         started = time.monotonic()
         with pytest.raises(EngineTimeout):
             await h.turn("go")
@@ -95,12 +95,13 @@ async def test_engine_timeout(tmp_path):
 
 async def test_nothing_listening_is_a_connection_error(tmp_path):
     from mol.core.errors import EngineConnectionError
-    from mol.runtime.harness import Harness
+    from mol.runtime import Runtime
 
     from .conftest import toy_plugins
 
     artifact = write_hcp(tmp_path)
-    async with Harness(artifact, engine_url="http://127.0.0.1:9/v1", plugins=toy_plugins()) as h:
+    runtime = Runtime(artifact, engine_url="http://127.0.0.1:9/v1", plugins=toy_plugins())
+    async with runtime.session() as h:
         with pytest.raises(EngineConnectionError, match="hosted_vllm/L0"):
             await h.turn("hello")
 
@@ -120,7 +121,7 @@ async def test_a_looping_model_is_stopped_with_the_view_consistent(tmp_path, lim
     script = ROUTE + ('[[L2]]\ntimes = -1\nusage = { prompt_tokens = 40, completion_tokens = 5 }\n'
                       'tool_calls = [{ name = "echo", arguments = { text = "again" } }]\n'
                       + SUMMARY)
-    async with ScriptedEngine.serve(script) as engine, harness(load(path), engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(load(path), engine) as h:
         result = await h.turn("loop forever")
     assert result.stopped == stopped and note in result.answer
     view = h.conversation.view("L2")

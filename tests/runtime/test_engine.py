@@ -15,7 +15,7 @@ from mol.core.tools import Tool
 from mol.runtime.engine import LiteLLMEngine
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import harness
+from .conftest import session
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +69,7 @@ class SameName:
 
 
 async def test_a_tool_name_offered_by_two_sources_is_an_error_naming_both(hcp):
-    async with ScriptedEngine.serve(REPLY) as served, harness(
+    async with ScriptedEngine.serve(REPLY) as served, session(
             hcp, served, toolsets=[SameName()]) as h:
         with pytest.raises(ToolError, match="'echo' is offered by both plugin:toy and mcp:shadow"):
             await h.all_tools("L1")

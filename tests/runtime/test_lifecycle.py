@@ -11,7 +11,7 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import bodies, harness, write_hcp
+from .conftest import bodies, session, write_hcp
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +79,7 @@ def logged(tmp_path: Path) -> list[dict]:
 
 async def test_the_turn_events_fire_with_claude_codes_fields(tmp_path):
     artifact = write_hcp(tmp_path, extra=hooks(tmp_path))
-    async with ScriptedEngine.serve(SCRIPT) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(SCRIPT) as engine, session(artifact, engine) as h:
         first = await h.turn("hello there")
         refused = await h.turn("tell me a secret")
         other = await h.turn("and now?")
@@ -106,9 +106,9 @@ async def test_the_turn_events_fire_with_claude_codes_fields(tmp_path):
     assert [e["hook_event_name"] for e in events] == [
         "SessionStart", "UserPromptSubmit", "SubagentStart", "Stop", "Stop", "SubagentStop",
         "UserPromptSubmit", "UserPromptSubmit", "Stop"]
-    session, prompt, start, stop, stop_again, handoff = events[:6]
+    session_start, prompt, start, stop, stop_again, handoff = events[:6]
     assert {e["session_id"] for e in events} == {h.conversation.id}
-    assert session["source"] == "startup" and prompt["prompt"] == "hello there"
+    assert session_start["source"] == "startup" and prompt["prompt"] == "hello there"
     assert (start["agent_type"], start["agent_id"]) == ("L2", f"{h.conversation.id}:0")
     assert (stop["stop_hook_active"], stop["last_assistant_message"]) == (False, "first answer")
     assert (stop_again["stop_hook_active"], stop_again["last_assistant_message"]) == (True, "tested")
@@ -122,10 +122,10 @@ async def test_the_turn_events_fire_with_claude_codes_fields(tmp_path):
 async def test_a_resumed_conversation_starts_with_source_resume(tmp_path):
     artifact = write_hcp(tmp_path, extra=hooks(tmp_path))
     async with ScriptedEngine.serve(SCRIPT) as engine:
-        async with harness(artifact, engine) as h:
+        async with session(artifact, engine) as h:
             await h.turn("hello there")
         conversation = h.conversation
-        async with harness(artifact, engine, conversation=conversation) as again:
+        async with session(artifact, engine, conversation=conversation) as again:
             await again.turn("and now?")
     sources = [e["source"] for e in logged(tmp_path) if e["hook_event_name"] == "SessionStart"]
     # The matcher selects "startup" only: the resumed runtime's SessionStart ran no hook.
@@ -140,7 +140,7 @@ async def test_a_failing_stop_hook_does_not_keep_the_adapter_going(tmp_path):
     artifact = write_hcp(tmp_path, extra=(
         f'\n[[hooks.Stop]]\nhooks = [{{ command = "{command}", on_error = "block" }}]\n'
         f'[[hooks.SessionStart]]\nhooks = [{{ command = "{command}", on_error = "block" }}]\n'))
-    async with ScriptedEngine.serve(SCRIPT) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(SCRIPT) as engine, session(artifact, engine) as h:
         result = await h.turn("hello there")
     assert result.answer == "first answer" and len(bodies(engine, "L2")) == 1
     decisions = [(e.event, e.decision) for e in result.events if e.type == "hook"]

@@ -13,7 +13,7 @@ from mol.hcp.loader import load
 from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import bodies, harness, hcp_text
+from .conftest import bodies, hcp_text, session
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ async def test_bundle_command_hook_and_mcp_server_in_real_turns(tmp_path, monkey
     artifact = bundle_artifact(tmp_path)
     async with ScriptedEngine.serve(SCRIPT) as engine, MCPManager(artifact) as mcp:
         assert [t.name for t in await mcp.all_tools()] == [NOTES]
-        async with harness(artifact, engine, toolsets=[mcp]) as h:
+        async with session(artifact, engine, toolsets=[mcp]) as h:
             result = await h.turn("/review a.py speed")
             plain = await h.turn("anything else?")
     assert (result.adapter, result.answer) == ("L2", "Reviewed.")
@@ -99,7 +99,7 @@ async def test_an_unknown_slash_command_is_an_ordinary_turn(tmp_path):
     artifact = bundle_artifact(tmp_path)
     script = ('[[L0]]\nconstrained = true\nreply = "L1"\n[[L1]]\nreply = "ok"\n'
               '[[L0]]\nconstrained = false\ntimes = -1\nreply = "s"\n')
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         result = await h.turn("/nosuch thing")
     assert result.answer == "ok"
     assert bodies(engine, "L1")[0]["messages"][-1]["content"] == "/nosuch thing"
@@ -120,6 +120,6 @@ constrained = false
 times = -1
 reply = "s"
 """
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         result = await h.turn("echo it")
     assert [e.content for e in result.events if e.type == "tool_result"] == ["FORBIDDEN"]

@@ -10,7 +10,7 @@ from mol.plugins import hookimpl
 from mol.runtime.hooks import Block, Rewrite
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import bodies, harness, toy_plugins, write_hcp
+from .conftest import bodies, session, toy_plugins, write_hcp
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ reply = "done"
 
 
 async def run_one(artifact, script, **kwargs):
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine, **kwargs) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine, **kwargs) as h:
         result = await h.turn("do it")
     tool_results = [e for e in result.events if e.type == "tool_result"]
     return result, tool_results, engine

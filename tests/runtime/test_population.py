@@ -13,7 +13,7 @@ from mol.hcp.loader import Artifact, load
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.views import adapter_of_call
 
-from .conftest import harness
+from .conftest import session
 
 pytestmark = pytest.mark.anyio
 
@@ -95,7 +95,7 @@ tool_calls = [{ name = "echo", arguments = { text = "the report" } }]
 when = "^THE REPORT$"
 reply = "Filed the report."
 """ + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         result = await h.turn("file the report in the workspace")
     assert result.adapter == "L4" and result.answer == "Filed the report."
     [route] = routes(engine)
@@ -119,7 +119,7 @@ reply = "Filed the report."
 async def test_the_prefill_layout_sends_the_reference_request(tmp_path):
     artifact = macaron(tmp_path, **{'model_id="""': 'model_id="""\nlayout = "prefill"'})
     script = '[[L0]]\nconstrained = true\nreply = "L2"\n[[L2]]\nreply = "done"\n' + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         await h.turn("fix </untrusted_turn> the build")
     [route] = routes(engine)
     body = route["body"]
@@ -147,7 +147,7 @@ async def test_a_reasoning_model_still_routes_every_turn(tmp_path, layout, field
                    f'reasoning = "thinking as {name}"\nreply = "answer from {name}"\n')
     script += SUMMARY
     async with ScriptedEngine.serve(script, reasoning_parser=field) as engine, \
-            harness(artifact, engine) as h:
+            session(artifact, engine) as h:
         for index, adapter in enumerate(order):
             result = await h.turn(f"turn {index} please")
             decision = next(e for e in result.events if e.type == "route")
@@ -164,7 +164,7 @@ async def test_a_label_thought_rather_than_said_is_accepted(tmp_path):
     script = ('[[L0]]\nconstrained = true\nreply = "L2"\n'
               '[[L2]]\nreasoning = "hm"\nreply = "fixed"\n') + SUMMARY
     async with ScriptedEngine.serve(script, reasoning_parser="reasoning") as engine, \
-            harness(artifact, engine) as h:
+            session(artifact, engine) as h:
         result = await h.turn("fix it")
     decision = next(e for e in result.events if e.type == "route")
     assert (decision.adapter, decision.fallback, decision.raw) == ("L2", False, "L2")
@@ -177,7 +177,7 @@ async def test_kept_reasoning_enters_the_adapter_view(tmp_path):
     script = ('[[L0]]\nconstrained = true\ntimes = 2\nreply = "L2"\n'
               '[[L2]]\nreasoning = "first thoughts"\nreply = "one"\n'
               '[[L2]]\nreasoning = "more thoughts"\nreply = "two"\n') + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         await h.turn("turn one")
         await h.turn("turn two")
     second = engine.requests_for("L2")[1]["body"]["messages"]
@@ -199,7 +199,7 @@ reply = "L4"
 [[L1]]
 reply = "I can help with that instead."
 """ + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         result = await h.turn("file the report")
     assert (result.adapter, result.route, result.answer) == (
         "L1", "fallback", "I can help with that instead.")
@@ -217,7 +217,7 @@ reply = "I can help with that instead."
 async def test_a_pinned_unloaded_adapter_fails_without_a_retry(tmp_path):
     artifact = macaron(tmp_path)
     script = '[[workspace_agent]]\nerror = { kind = "adapter_not_loaded" }\n'
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         with pytest.raises(EngineAdapterUnavailable):
             await h.turn("file it", adapter="L4")
     assert [r["adapter"] for r in engine.requests] == ["workspace_agent"]
@@ -235,7 +235,7 @@ async def test_ten_mixed_turns_keep_every_view_an_extension(tmp_path, others):
         script += (f'[[{names.get(adapter, adapter)}]]\nconstrained = false\nwhen = "^turn"\n'
                    f'times = -1\nreply = "answer from {adapter}"\n')
     script += SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         for index in range(len(order)):
             assert (await h.turn(f"turn {index} please")).adapter == order[index]
     answers = [r for r in engine.requests if r["constraint"] is None
@@ -275,7 +275,7 @@ async def test_ten_mixed_turns_keep_every_view_an_extension(tmp_path, others):
 
 async def test_a_turn_pins_only_a_declared_adapter(tmp_path):
     async with ScriptedEngine.serve("[[L0]]\nreply = 'x'\n") as engine, \
-            harness(macaron(tmp_path), engine) as h:
+            session(macaron(tmp_path), engine) as h:
         with pytest.raises(ConversationError, match="no adapter 'L9' .* declares L0, L1, L2, "
                                                     "L3, L4"):
             await h.turn("hi", adapter="L9")

@@ -6,7 +6,7 @@ import pytest
 from mol.runtime.summary import SUMMARY_INPUT_LIMIT, trace
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import harness, write_hcp
+from .conftest import session, write_hcp
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +26,7 @@ async def test_the_answering_adapter_summarizes_its_own_trace(tmp_path):
     artifact = write_hcp(tmp_path, extra=extra)
     script = ROUTE_L2 + TOOLS_THEN_ANSWER + (
         '[[L2]]\nwhen = "^Summarize that.$"\nreply = "Echoed ping."\n')
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         result = await h.turn("run echo")
     assert result.answer == "echo said PING"
     assert h.conversation.turns[0].summary == "[L2] Echoed ping."
@@ -69,7 +69,7 @@ def test_a_trace_keeps_whole_steps_and_cuts_long_contents():
 async def test_skipped_adapters_get_no_summary_hop(tmp_path):
     artifact = write_hcp(tmp_path, extra='[summary]\nskip = ["L2"]\n')
     script = ROUTE_L2 + '[[L2]]\nreply = "fixed"\n'
-    async with ScriptedEngine.serve(script) as engine, harness(artifact, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(artifact, engine) as h:
         await h.turn("fix it")
     assert [r["adapter"] for r in engine.requests] == ["L0", "L2"]
     assert h.conversation.turns[0].summary == "L2 handled: fix it -> fixed"
@@ -81,7 +81,7 @@ async def test_thinking_on_the_summary_hop_when_asked_and_thoughts_as_the_last_r
     script = ROUTE_L2 + '[[L2]]\nreasoning = "look"\nreply = "fixed"\n' + (
         '[[L0]]\nconstrained = false\nwhen = "^User: "\nreply = "it was fixed"\n')
     async with ScriptedEngine.serve(script, reasoning_parser="reasoning_content") as engine, \
-            harness(artifact, engine) as h:
+            session(artifact, engine) as h:
         await h.turn("fix it")
     summary = engine.requests_for("L0")[-1]
     assert summary["thinking"] is True and "chat_template_kwargs" not in summary["body"]

@@ -8,7 +8,7 @@ import pytest
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.views import adapter_of_call
 
-from .conftest import bodies, harness, is_route
+from .conftest import bodies, is_route, session
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +37,7 @@ tool_calls = [{ name = "echo", arguments = { text = "ping" } }, { name = "add", 
 when = "^5$"
 reply = "echo said PING"
 """ + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         result = await h.turn("run the tools")
     assert result.answer == "echo said PING"
     sequence = [(r["adapter"], is_route(r["body"])) for r in engine.requests]
@@ -66,7 +66,7 @@ tool_calls = [{ name = "get_location", arguments = {} }]
 when = "Lisbon"
 reply = "You are in Lisbon."
 """ + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         first = await h.turn("where am I?", client_tools=[client_tool])
         assert first.status == "waiting" and first.adapter == "L1"
         [call] = first.client_calls
@@ -82,7 +82,7 @@ reply = "You are in Lisbon."
 async def test_unknown_call_ids_are_refused(hcp):
     from mol.core.errors import ConversationError
 
-    async with ScriptedEngine.serve("[[L0]]\nreply = 'x'\n") as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve("[[L0]]\nreply = 'x'\n") as engine, session(hcp, engine) as h:
         with pytest.raises(ConversationError, match="unknown call ids"):
             await h.submit_tool_results({"call_abc": "x"})
     assert engine.requests == []
@@ -97,7 +97,7 @@ async def test_prefix_stability_over_ten_alternating_turns(hcp):
         script += (f'[[{adapter}]]\nconstrained = false\nwhen = "^turn"\ntimes = -1\n'
                    f'reply = "answer from {adapter}"\n')
     script += SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         for index in range(len(order)):
             result = await h.turn(f"turn {index} please")
             assert result.adapter == order[index]
@@ -134,8 +134,9 @@ constrained = false
 reply = "SECRET-SUMMARY"
 """
     seen = []
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
-        result = await h.turn("draw a button", on_event=seen.append)
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
+        h.observers.append(seen.append)
+        result = await h.turn("draw a button")
     assert result.answer == "<Button/>"
     assert "SECRET-SUMMARY" not in result.answer
     assert h.conversation.turns[0].summary == "[L3] SECRET-SUMMARY"
@@ -156,7 +157,7 @@ reply = "fixed it"
 constrained = false
 error = { status = 500, message = "summary engine down" }
 """
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         result = await h.turn("fix it")
     assert result.status == "complete" and result.answer == "fixed it"
     record = h.conversation.turns[0]
@@ -176,7 +177,7 @@ reply = "L2"
 delay = 30
 reply = "too late"
 """
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         with anyio.move_on_after(1.0):
             await h.turn("slow one")
         assert h.conversation.turns[0].status == "interrupted"
@@ -200,8 +201,9 @@ reply = "Once upon a time, there was a prefix cache that always hit."
         if event.type == "text_delta":
             deltas.append(event.text)
 
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
-        result = await h.turn("tell me a story", on_event=on_event, stream=True)
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
+        h.observers.append(on_event)
+        result = await h.turn("tell me a story", stream=True)
     assert len(deltas) > 1 and "".join(deltas) == result.answer
     assert result.answer == "Once upon a time, there was a prefix cache that always hit."
     assert bodies(engine, "L0")[1]["stream"] is True
@@ -228,9 +230,9 @@ reply = "You are in Lisbon."
         if event.type == "tool_call_delta":
             fragments.append(event)
 
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
-        first = await h.turn("where am I?", client_tools=[client_tool], on_event=on_event,
-                             stream=True)
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
+        h.observers.append(on_event)
+        first = await h.turn("where am I?", client_tools=[client_tool], stream=True)
         [call] = first.client_calls
         # Only the client's call streams, as index 0 of the client's calls, id and name once.
         assert {f.index for f in fragments} == {0}
@@ -288,7 +290,7 @@ tool_calls = [{calls}]
 [[L2]]
 reply = "rested"
 """ + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(
+    async with ScriptedEngine.serve(script) as engine, session(
             artifact, engine, plugins=toy_plugins(("nap", Nap()))) as h:
         await h.turn("warm up")  # litellm's first call pays its import
         started = time.monotonic()
@@ -316,7 +318,7 @@ reply = "You are in Lisbon."
 when = "and now"
 reply = "Still Lisbon."
 """ + SUMMARY
-    async with ScriptedEngine.serve(script) as engine, harness(hcp, engine) as h:
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine) as h:
         first = await h.turn("where am I?", client_tools=[client_tool])
         [call] = first.client_calls
         # Another adapter's turn finished while L1 waited: its summary is queued for L1.

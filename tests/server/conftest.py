@@ -20,7 +20,7 @@ from mol.hcp.loader import load
 from mol.plugins import hookimpl
 from mol.plugins.manager import PluginManager
 
-from ...conftest import browse, hcp_text
+from ..conftest import browse, hcp_text
 
 __all__ = ["browse"]
 

@@ -11,8 +11,9 @@ import anyio
 import httpx
 import pytest
 
+from mol.core.errors import Overloaded
 from mol.runtime.testing import ScriptedEngine
-from mol.server.http.errors import ApiError
+from mol.server.http.errors import api_error
 from mol.server.turns.admission import Admission
 
 from .conftest import serve_app
@@ -34,9 +35,10 @@ async def test_waiters_get_slots_in_arrival_order():
             group.start_soon(waiter, n)
             await anyio.wait_all_tasks_blocked()
         assert admission.waiting == 3
-        with pytest.raises(ApiError) as caught:  # the queue is full
+        with pytest.raises(Overloaded) as raised:  # the queue is full
             await admission.enter()
-        assert caught.value.status == 429 and "Retry-After" in caught.value.headers
+        caught = api_error(raised.value)  # what the client is answered
+        assert caught.status == 429 and "Retry-After" in caught.headers
         admission.leave()
     assert order == [0, 1, 2]
     assert (admission.running, admission.waiting) == (0, 0)
@@ -46,9 +48,10 @@ async def test_waiters_get_slots_in_arrival_order():
 async def test_a_wait_that_runs_out_is_refused_and_leaves_the_line():
     admission = Admission(slots=1, queue=5, wait=0.2)
     await admission.enter()
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(Overloaded) as raised:
         await admission.enter()
-    assert caught.value.status == 429 and "within 0.2 s" in caught.value.message
+    caught = api_error(raised.value)  # what the client is answered
+    assert caught.status == 429 and "within 0.2 s" in caught.message
     assert admission.waiting == 0
     admission.leave()
     await admission.enter()  # the slot went back to the pool, not to the one who gave up

@@ -20,7 +20,7 @@ from mol.runtime.testing import ScriptedEngine
 
 from .conftest import HCP, serve_app, settled_turns, transcript_problems
 
-MCP_SERVER = Path(__file__).parents[1] / "mcp" / "servers" / "scripted_server.py"
+MCP_SERVER = Path(__file__).parents[1] / "runtime" / "mcp" / "servers" / "scripted_server.py"
 
 ELICIT_HCP = HCP.replace('tools.allow = ["shout", "hold"]',
                          'tools.allow = ["mcp__*"]\nmcp_servers = ["s", "d"]') + "".join(f"""

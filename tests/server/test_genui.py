@@ -14,8 +14,8 @@ from mol.runtime.testing import ScriptedEngine
 
 from .conftest import KEY, serve_app
 
-BOOKING = (Path(__file__).parents[2] / "genui" / "data" / "booking.jsonl").read_text()
-COUNTER = (Path(__file__).parents[2] / "genui" / "data" / "counter.tsx").read_text()
+BOOKING = (Path(__file__).parents[1] / "genui" / "data" / "booking.jsonl").read_text()
+COUNTER = (Path(__file__).parents[1] / "genui" / "data" / "counter.tsx").read_text()
 ANSWER = f"Here you go.\n\n```a2ui\n{BOOKING.strip()}\n```\n"
 BROKEN = "```ui4a/tsx\nexport default function App() { return <p>{</p>; }\n```\n"
 SCRIPT = {

@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, {root!r})
-from tests.runtime.server.conftest import serve_app
+from tests.server.conftest import serve_app
 
 with serve_app(Path({tmp!r}), "http://127.0.0.1:9/v1") as served:
     print("litellm" in sys.modules, flush=True)
@@ -58,7 +58,7 @@ def test_litellm_is_imported_at_startup_not_by_the_first_turn(tmp_path):
     import subprocess
     from pathlib import Path
 
-    script = STARTED.format(root=str(Path(__file__).parents[3]), tmp=str(tmp_path))
+    script = STARTED.format(root=str(Path(__file__).parents[2]), tmp=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr

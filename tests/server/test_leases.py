@@ -7,8 +7,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from mol.core.errors import SessionBusy
 from mol.runtime.sessions import open_store
-from mol.server.http.errors import ApiError
+from mol.server.http.errors import api_error
 from mol.server.turns import leases as leases_module
 from mol.server.turns.leases import Leases
 
@@ -21,13 +22,14 @@ async def test_another_replica_waits_a_moment_then_gets_a_409_with_retry_after(t
     async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
         here, there = Leases(store, ttl=30), Leases(store, ttl=30)
         await here.take("conv_a")
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(SessionBusy) as raised:
             await there.take("conv_a")
         await there.take("conv_b")  # other conversations are free
         await here.give("conv_a")
         await there.take("conv_a")  # given back: free at once
-    assert caught.value.status == 409 and caught.value.code == "conversation_busy"
-    assert 25 <= int(caught.value.headers["Retry-After"]) <= 30
+    caught = api_error(raised.value)  # what the client is answered
+    assert caught.status == 409 and caught.code == "conversation_busy"
+    assert 25 <= int(caught.headers["Retry-After"]) <= 30
 
 
 async def test_turns_of_one_replica_on_one_conversation_queue(tmp_path):
@@ -57,7 +59,7 @@ async def test_a_held_lease_is_renewed_while_the_turn_runs(tmp_path, monkeypatch
             group.start_soon(here.renew_forever)
             await here.take("conv_a")
             await anyio.sleep(1.5)  # well past one life of the lease
-            with pytest.raises(ApiError):
+            with pytest.raises(SessionBusy):
                 await there.take("conv_a")
             group.cancel_scope.cancel()
         await anyio.sleep(0.7)  # no longer renewed: it expires

@@ -10,7 +10,7 @@ import pytest
 from mol.hcp.loader import load
 from mol.plugins.catalog import catalog_text
 from mol.plugins.manager import PluginManager
-from mol.runtime.harness import Harness
+from mol.runtime import Runtime
 from mol.runtime.testing import ScriptedEngine
 
 ARTIFACT = """\
@@ -65,7 +65,8 @@ async def converse(artifact):
     """Three turns (L2, L2, L1) through a real harness and the scripted engine."""
     plugins = PluginManager([], builtin=("mol.plugins.builtin.skills",))
     async with ScriptedEngine.serve(SCRIPT) as engine:
-        async with Harness(artifact, engine_url=engine.base_url, plugins=plugins) as harness:
+        runtime = Runtime(artifact, engine_url=engine.base_url, plugins=plugins)
+        async with runtime.session() as harness:
             with anyio.fail_after(60):
                 turns = [await harness.turn(text) for text in
                          ("please fix the bug", "and another bug", "plan my week")]

@@ -201,10 +201,11 @@ async def test_ensure_starts_on_demand_and_stops_the_process_group(tmp_path: Pat
 
 
 async def test_a_whole_turn_through_the_harness(engine: LocalEngine) -> None:
-    from mol.runtime.app import open_runtime
+    from mol.runtime import open_runtime
 
     artifact = load(EXAMPLES / "local.toml")
-    async with open_runtime(artifact, engine_url=engine.base_url) as harness:
+    async with open_runtime(artifact, engine_url=engine.base_url) as runtime, \
+            runtime.session() as harness:
         with anyio.fail_after(120):
             result = await harness.turn("Hello! What is a good name for a cat?")
     assert result.adapter in LABELS

@@ -15,7 +15,7 @@ from mol.core.errors import MCPError
 from mol.core.tools import ToolContext
 from mol.hcp.loader import load_text
 from mol.plugins.manager import PluginManager
-from mol.runtime.app import open_runtime
+from mol.runtime import open_runtime
 from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
 
@@ -59,7 +59,8 @@ async def test_sampling_answers_through_the_engine_and_counts_in_the_turn(tmp_pa
         hcp = load(tmp_path, servers, engine.base_url,
                    L1={"mcp_servers": ["s"], "tools.allow": ["mcp__s__*"]})
         async with open_runtime(hcp, engine_url=engine.base_url,
-                                plugins=PluginManager(None, builtin=())) as harness:
+                                plugins=PluginManager(None, builtin=())) as runtime, \
+                runtime.session() as harness:
             result = await harness.turn("what color is the sky?")
     assert result.answer == "The sky is blue."
     [returned] = [e for e in result.events if e.type == "tool_result"]

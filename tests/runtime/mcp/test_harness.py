@@ -7,7 +7,7 @@ import os
 import pytest
 
 from mol.plugins.manager import PluginManager
-from mol.runtime.harness import Harness
+from mol.runtime import Runtime
 from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
 
@@ -46,8 +46,9 @@ async def test_l1_calls_an_mcp_tool_and_gets_the_result(make_artifact, call_log)
                          "tools": {"allow": ["mcp__s__*"]}}})
     async with ScriptedEngine.serve(SCRIPT) as engine, MCPManager(artifact) as mcp:
         plugins = PluginManager(None, builtin=())
-        async with Harness(artifact, engine_url=engine.base_url, plugins=plugins,
-                           toolsets=[mcp]) as harness:
+        runtime = Runtime(artifact, engine_url=engine.base_url, plugins=plugins,
+                          toolsets=[mcp])
+        async with runtime.session() as harness:
             result = await harness.turn("what is 40 + 2?")
     assert (result.adapter, result.answer) == ("L1", "The sum is 42.")
     l1 = [r["body"] for r in engine.requests_for("L1")]

@@ -15,7 +15,7 @@ import pytest
 
 from mol.hcp.loader import load
 from mol.plugins.manager import PluginManager
-from mol.runtime.app import open_runtime
+from mol.runtime import open_runtime
 from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
 
@@ -99,7 +99,8 @@ reply = "L1 added."
     hcp = artifact(tmp_path, everything)
     async with ScriptedEngine.serve(script) as engine:
         async with open_runtime(hcp, engine_url=engine.base_url,
-                                plugins=PluginManager(None, builtin=())) as harness:
+                                plugins=PluginManager(None, builtin=())) as runtime, \
+                runtime.session() as harness:
             result = await harness.turn("what is 19 + 23?")
     assert result.answer == "19 + 23 = 42"
     summed, refused = [e for e in result.events if e.type == "tool_result"]

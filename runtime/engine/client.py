@@ -1,15 +1,14 @@
-"""The model engine boundary: the only module that imports litellm.
+"""Calling the engine: requests through ``litellm.acompletion``, retries, and what their
+failures mean.
 
-mol reaches the MoL engine (vLLM, SGLang, llama.cpp) through
-``litellm.acompletion`` with model id = ``engine.model_prefix`` + the adapter's
-engine name (``adapters.NAME.engine_name``, default NAME). litellm's exceptions
-are translated here into ``EngineError`` subclasses that keep the cause
-(``translated``, by exception type: a context-window error becomes
-``EngineContextLength``, a missing model or unloaded LoRA
-``EngineAdapterUnavailable``; what is not an engine failure is re-raised
-untouched); connection errors, 429 and 5xx answers are retried with
-exponential backoff, a bounded number of times. The replies themselves are
-read by ``mol.runtime.completions``.
+The model id is ``engine.model_prefix`` + the adapter's engine name
+(``adapters.NAME.engine_name``, default NAME). litellm's exceptions are translated here
+into ``EngineError`` subclasses that keep the cause (``translated``, by exception type: a
+context-window error becomes ``EngineContextLength``, a missing model or unloaded LoRA
+``EngineAdapterUnavailable``; what is not an engine failure is re-raised untouched);
+connection errors, 429 and 5xx answers are retried with exponential backoff, a bounded
+number of times. litellm itself is imported by ``loading``; the replies are read by
+``completions``.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -35,18 +33,13 @@ from mol.core.errors import (
     EngineResponseError,
     EngineTimeout,
 )
-from mol.runtime.completions import (
+from mol.runtime.engine.completions import (
     Completion,
-    Delta,
     OnDelta,
-    ToolCall,
-    Usage,
     read_response,
     read_stream,
 )
-
-__all__ = ["Completion", "Delta", "Engine", "LiteLLMEngine", "OnDelta", "ToolCall", "Usage",
-           "constraint_body", "translated"]
+from mol.runtime.engine.loading import import_litellm, register_unpriced
 
 ROUTING_CONSTRAINTS = ("structured_outputs", "guided_choice", "regex", "grammar", "none")
 
@@ -88,69 +81,6 @@ def constraint_body(kind: str, labels: list[str]) -> dict[str, Any]:
 
 def _regex_escape(text: str) -> str:
     return "".join("\\" + c if not c.isalnum() else c for c in text)
-
-
-def _import_litellm() -> Any:
-    # litellm fetches a price list over the network at import unless told not to.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    litellm.telemetry = False
-    return litellm
-
-
-_ZERO = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0,
-         "cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0,
-         "mode": "chat"}
-
-
-def _register_unpriced(litellm: Any, model_ids: list[str]) -> None:
-    """Price the adapters at zero where litellm's cost map does not know them. litellm
-    computes a cost after every call; for a model it cannot find, that is a failing
-    model-info lookup each time (about 2 ms of CPU per call, a fifth of a turn's work).
-    It looks both the prefixed id and the bare name up, so both are registered."""
-    rows = {}
-    for model_id in model_ids:
-        provider, _, bare = model_id.rpartition("/")
-        for key in (model_id, bare):
-            if key not in litellm.model_cost:
-                rows[key] = {**_ZERO, "litellm_provider": provider or "openai"}
-    if rows:
-        # Not added to litellm's provider model sets: that rebuilds them (a tenth of a
-        # second) and only serves provider inference, which the prefix already settles.
-        litellm.register_model(rows, add_to_provider_model_sets=False)
-
-
-_importing: list[Any] = []
-
-
-def start_import() -> None:
-    """Start importing litellm in a background thread, at once and once: a command does
-    the rest of its start-up (artifact, plugins, MCP servers, sandbox) meanwhile, and its
-    first engine call waits only for what is left (Python's import lock makes it wait)."""
-    import threading
-
-    if _importing or "litellm" in sys.modules:
-        return
-
-    def work() -> None:
-        try:
-            _import_litellm()
-        except BaseException:  # the first engine call imports it again and reports why
-            pass
-
-    thread = threading.Thread(target=work, name="mol-import-litellm", daemon=True)
-    _importing.append(thread)
-    thread.start()
-
-
-async def preload() -> None:
-    """Import litellm in a worker thread (seconds of work). A server does this at startup:
-    imported by the first turn, on the event loop, it would stall every connection."""
-    import anyio.to_thread
-
-    await anyio.to_thread.run_sync(_import_litellm)
 
 
 _RETRYABLE = (EngineConnectionError, EngineTimeout, EngineRateLimited)
@@ -211,11 +141,11 @@ class LiteLLMEngine:
         """Import litellm now (it takes seconds) rather than at the first request; blocking,
         so callers with an event loop run it in a worker thread."""
         if self._litellm is None:
-            self._litellm = _import_litellm()
+            self._litellm = import_litellm()
             self._price([self.model_id(adapter) for adapter in self.names])
 
     def _price(self, model_ids: list[str]) -> None:
-        _register_unpriced(self._litellm, [m for m in model_ids if m not in self._priced])
+        register_unpriced(self._litellm, [m for m in model_ids if m not in self._priced])
         self._priced.update(model_ids)
 
     def model_id(self, adapter: str) -> str:

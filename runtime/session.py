@@ -1,0 +1,290 @@
+"""One conversation's turns: each user turn runs route -> answer -> summary.
+
+1. **route** (``mol.runtime.routing``): the router adapter reads the router prompt and
+   only the new turn, quoted as untrusted text, constrained to one label. A label outside
+   the set, an empty reply or an engine error falls back to ``router.fallback``.
+2. **answer**: the chosen adapter runs the agent loop on its own view; tool results go
+   back to it without routing. When the engine has not loaded a routed adapter, the turn
+   is answered once by ``router.unavailable_fallback`` instead.
+3. **summary** (``mol.runtime.summary``): a short record of the turn, kept runtime-side and
+   shown to the other adapters before their next turn; it never reaches the client, and
+   its failure never fails the turn.
+
+A ``Session`` owns its turns: each one is a ``Turn`` (``mol.runtime.turn``) whose events
+go to the session's ``observers`` and whose consistent points go to its ``checkpoint``.
+The shared parts (engine, plugins, toolsets, hooks) are the ``Runtime``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from fnmatch import fnmatchcase
+from functools import partial
+from typing import Any
+
+import anyio
+
+from mol.core import events as ev
+from mol.core.errors import ConversationError, EngineAdapterUnavailable
+from mol.core.tools import Resources, ToolContext, ToolWrapper, with_tool
+from mol.runtime import lifecycle, loop, routing
+from mol.runtime.engine import Engine
+from mol.runtime.hooks import ToolCallInfo
+from mol.runtime.summary import summarize
+from mol.runtime.turn import Checkpoint, Turn, TurnResult
+from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_call_id
+
+log = logging.getLogger("mol.harness")
+
+Approver = Callable[[ToolCallInfo], Awaitable[bool]]
+"""``await approve(call)``: whether a person allows an ``ask`` tool's call."""
+
+
+class Session:
+    """Runs the turns of one conversation on a ``Runtime``; closes its resources on exit."""
+
+    def __init__(self, runtime: Any, conversation: Conversation | None = None, *,
+                 checkpoint: Checkpoint | None = None, resources: Resources | None = None,
+                 observers: Sequence[ev.Observer] = (), approve: Approver | None = None,
+                 elicit: Any = None, started: bool = False, engine: Engine | None = None,
+                 tool_wrapper: ToolWrapper | None = None,
+                 call_ids: Callable[[str], str] | None = None) -> None:
+        self.runtime = runtime
+        """The ``Runtime`` whose engine, plugins, toolsets and hooks the turns use."""
+        self.artifact = runtime.artifact
+        self.conversation = conversation or Conversation()
+        self.checkpoint = checkpoint
+        self.resources = resources or Resources()
+        self.observers: list[ev.Observer] = list(observers)
+        """Told of every event of every turn, in order (``mol.runtime.turn.Turn.emit``)."""
+        self.approve = approve
+        self.elicit = elicit
+        """The tools' ``ToolContext.elicit``: who answers MCP servers' requests for input."""
+        self.engine = engine or runtime.engine
+        """The runtime's engine, or one wrapping it (an eval episode records through one)."""
+        self.tool_wrapper = tool_wrapper
+        self.call_ids = call_ids or new_call_id
+        """Issues tool call ids (``call_<adapter>_<hex>``); an eval episode numbers them, so
+        that running it twice records the same bytes."""
+        self.current: Turn | None = None
+        """The turn running now, or the last one."""
+        self._started = started
+        """Whether ``SessionStart`` has run (the server's later requests of a conversation
+        pass True: the session goes on in the same server)."""
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.resources.aclose()
+
+    async def all_tools(self, adapter: str) -> dict[str, Any]:
+        """Every tool ``adapter`` gets in this session, before its policy (the runtime's,
+        through the session's ``tool_wrapper``)."""
+        return await self.runtime.all_tools(adapter, self.tool_wrapper)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    async def turn(self, text: str, *, adapter: str | None = None,
+                   client_tools: list[dict[str, Any]] | None = None,
+                   stream: bool = False, params: dict[str, Any] | None = None) -> TurnResult:
+        """Run one user turn: expand a slash command, run the hooks that open a turn, route
+        (unless ``adapter`` pins it), answer with tools, summarize. ``params`` are the
+        client's sampling parameters for the answer hop."""
+        from mol.runtime.opening import prepare
+
+        doc = self.artifact.doc
+        if adapter is not None and adapter not in doc.adapters:
+            raise ConversationError(f"no adapter {adapter!r} to pin the turn to; the artifact "
+                                    f"declares {', '.join(doc.adapter_names)}")
+        turn = self._begin(TurnResult(adapter="", answer="", status="running"))
+        first, self._started = not self._started, True
+        opening = await prepare(self.artifact, self.conversation, self.runtime.hook_sets, text,
+                                turn.emit, first)
+        if opening.blocked is not None:
+            return await self._refused(turn, text, opening.blocked)
+        text = opening.text
+        record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
+                            status="running")
+        if adapter is None:
+            decision = await routing.route(self.engine, self.artifact, text, turn.emit,
+                                           opening.labels)
+        else:
+            decision = await routing.decided(turn.emit, ev.RouteDecided(
+                adapter, "", False, "the client named the adapter", ev.PINNED))
+        record.route_raw, record.route_fallback = decision.raw, decision.fallback
+        self.conversation.turns.append(record)
+        turn.record = record
+        answer = partial(self._open, turn, text=text, client_tools=client_tools, stream=stream,
+                         params=params, opening=opening)
+        fallback = doc.unavailable_fallback
+        retry = decision.how != ev.PINNED and fallback != decision.adapter
+        try:
+            return await answer(decision, retry=retry)
+        except EngineAdapterUnavailable as exc:
+            if not retry or record.status == "interrupted":
+                raise
+            log.warning("adapter %s is unavailable on the engine (%s); answering with %s",
+                        decision.adapter, exc, fallback)
+            await turn.emit(ev.Failed("answer", f"{decision.adapter} is unavailable: {exc}"))
+            record.route_fallback = True
+            return await answer(await routing.decided(turn.emit, ev.RouteDecided(
+                fallback, decision.raw, True, f"{decision.adapter} is not loaded by the engine",
+                ev.FALLBACK)), retry=False)
+
+    async def submit_tool_results(self, results: dict[str, str], *,
+                                  client_tools: list[dict[str, Any]] | None = None,
+                                  stream: bool = False,
+                                  params: dict[str, Any] | None = None) -> TurnResult:
+        """Continue a turn waiting on client tools with their results (call id -> content).
+        The results go to the adapter that issued the calls, without routing; other
+        adapters' turns queued for that adapter stay queued for its next user turn."""
+        declared = self.artifact.doc.adapters
+        adapters = {adapter_of_call(call_id, declared) for call_id in results}
+        if None in adapters or len(adapters) != 1:
+            unknown = [c for c in results if adapter_of_call(c, declared) is None]
+            raise ConversationError(f"tool results must answer calls mol issued to one adapter; "
+                                    f"unknown call ids: {unknown or sorted(results)}")
+        adapter = adapters.pop()
+        waiting = [t for t in self.conversation.turns if t.status == "waiting"]
+        record = waiting[-1] if waiting and waiting[-1].adapter == adapter else TurnRecord(
+            index=len(self.conversation.turns), adapter=adapter, user="", status="running")
+        if record not in self.conversation.turns:
+            self.conversation.turns.append(record)
+        record.status = "running"
+        turn = self._begin(TurnResult(adapter=adapter, answer="", status="running",
+                                      route=ev.PINNED))
+        turn.record = record
+        await routing.decided(turn.emit, ev.RouteDecided(
+            adapter, "", False, "tool results go back to the adapter that issued the calls",
+            ev.PINNED))
+        cfg = await self._config(turn, adapter, client_tools, stream, params)
+        turn.adapter, turn.opens = adapter, False
+        pending = [{"role": "tool", "tool_call_id": call_id, "content": content}
+                   for call_id, content in results.items()]
+        return await self._run(turn, cfg, pending)
+
+    def _begin(self, result: TurnResult) -> Turn:
+        self.current = Turn(self, result)
+        return self.current
+
+    async def _open(self, turn: Turn, decision: ev.RouteDecided, *, text: str,
+                    client_tools: list[dict[str, Any]] | None, stream: bool,
+                    params: dict[str, Any] | None, retry: bool, opening: Any) -> TurnResult:
+        """Answer a new turn on the decided adapter (its opening messages, then ``_run``)."""
+        record, result = turn.record, turn.result
+        assert record is not None
+        adapter = record.adapter = result.adapter = decision.adapter
+        result.route = decision.how
+        # Nothing was answered yet: a machine that dies now loses only a turn just begun.
+        await turn.checkpoint(durable=False)
+        started = await lifecycle.subagent_start(self.runtime.hook_sets, self.conversation.id,
+                                                 adapter, record.index, turn.emit)
+        cfg = await self._config(turn, adapter, client_tools, stream, params,
+                                 narrow=opening.narrow)
+        turn.adapter, turn.opens = adapter, True
+        # The system prompt lists the adapter's tools by policy, not the turn's narrowing by a
+        # slash command: it is written once and must not depend on the first turn's command.
+        system = partial(self.runtime.system_prompt, adapter,
+                         self.runtime.by_policy(adapter, cfg.all_tools))
+        messages = self.conversation.begin(adapter, system, text,
+                                           self.artifact.doc.views.others,
+                                           opening.context + started.context)
+        return await self._run(turn, cfg, messages, retry=retry)
+
+    async def _run(self, turn: Turn, cfg: loop.LoopConfig, pending: list[dict[str, Any]],
+                   retry: bool = False) -> TurnResult:
+        """The answer hop, then the summary. ``retry``: an unavailable adapter's error is
+        raised untouched, before anything was committed, for the caller to answer again."""
+        record, result, adapter = turn.record, turn.result, cfg.adapter
+        assert record is not None
+        before = len(self.conversation.view(adapter))
+        try:
+            outcome = await loop.run(cfg, turn, self.conversation.view(adapter), pending)
+        except BaseException as exc:
+            if not (retry and isinstance(exc, EngineAdapterUnavailable)
+                    and len(self.conversation.view(adapter)) == before):
+                record.status = "interrupted"
+                with anyio.CancelScope(shield=True):
+                    await turn.checkpoint()
+            raise
+        record.tools += outcome.tools_used
+        result.stopped, result.reasoning = outcome.stopped, outcome.reasoning
+        if outcome.stopped == "client_tools":
+            record.status, result.status = "waiting", "waiting"
+            result.client_calls = outcome.client_calls
+            await turn.checkpoint()
+            return result
+        record.answer = result.answer = outcome.answer
+        await turn.emit(ev.Answered(adapter, record.answer, outcome.stopped, outcome.reasoning))
+        await summarize(self.engine, self.artifact, record, self.conversation.view(adapter),
+                        turn.emit)
+        handed = await lifecycle.subagent_stop(self.runtime.hook_sets, self.conversation.id,
+                                               adapter, record.index, record.answer,
+                                               record.summary, turn.emit)
+        if handed.blocked is None:
+            self.conversation.share_summary(adapter, record.summary,
+                                            self.artifact.doc.adapter_names, record.user)
+        record.status, result.status = "complete", "complete"
+        await turn.checkpoint()
+        return result
+
+    async def _config(self, turn: Turn, adapter: str,
+                      client_tools: list[dict[str, Any]] | None, stream: bool,
+                      params: dict[str, Any] | None,
+                      narrow: list[str] | None = None) -> loop.LoopConfig:
+        """What the loop works with for ``adapter``; ``narrow`` keeps only the tools
+        matching those patterns (a slash command's ``allowed-tools``)."""
+        all_tools = await self.all_tools(adapter)
+        config = self.artifact.doc.adapter(adapter)
+        review = _review(adapter, config, turn.emit)
+        if review is not None and config.genui.tool:  # type: ignore[union-attr]
+            all_tools = with_tool(all_tools, review.tool())
+        turn.reviewer = review.answer if review is not None else None
+        tools = self.runtime.by_policy(adapter, all_tools)
+        if narrow is not None:
+            tools = {n: t for n, t in tools.items() if any(fnmatchcase(n, p) for p in narrow)}
+        context = ToolContext(adapter=adapter, session_id=self.conversation.id,
+                              artifact=self.artifact, resources=self.resources,
+                              sandbox_pool=self.runtime.sandbox_pool, elicit=self.elicit)
+        return loop.LoopConfig(
+            engine=self.engine, adapter=adapter, config=config, tools=tools,
+            all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,
+            tool_hooks=self.runtime.tool_hooks,
+            hook_sets=[s for s in self.runtime.hook_sets if s.applies(adapter)],
+            stream=stream and review is None, overrides=dict(params or {}))
+
+    async def _refused(self, turn: Turn, text: str, reason: str) -> TurnResult:
+        """A turn a ``UserPromptSubmit`` hook blocked: recorded, but no model and no view
+        saw it."""
+        result = turn.result
+        result.answer = f"[mol: the prompt was blocked by a hook: {reason}]"
+        result.status, result.stopped = "complete", "prompt_blocked"
+        turn.record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
+                                 answer=result.answer, status="blocked")
+        self.conversation.turns.append(turn.record)
+        # Stored before the answer is announced: a server reply names its point on it.
+        await turn.checkpoint()
+        await turn.emit(ev.Answered("", result.answer, result.stopped))
+        return result
+
+
+def _review(adapter: str, config: Any, emit: Callable[[ev.Event], Awaitable[None]]) -> Any:
+    """The turn's GenUI checks when the adapter has them on. Its answers are then not
+    streamed: a UI reaches the client only once checked (or out of repair rounds)."""
+    if config.genui is None or not config.genui.enabled:
+        return None
+    from mol.genui.review import Review
+
+    return Review(adapter, config.genui, emit)
+
+
+def _client_tools(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """Client-provided OpenAI ``tools`` entries by function name."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in tools or []:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            out[function["name"]] = entry
+    return out

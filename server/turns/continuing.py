@@ -1,0 +1,98 @@
+"""Which conversation a request continues: a stored one in place, a fork of it, or a new
+one (seeded with the history the client sent), held for the turn.
+
+A request names the point it continues by a key (a response id, or the fingerprint of
+the transcript it resends). The point's conversation is held (``Leases``), then read
+again: once the lock is ours, a turn that named the point before finishing has written
+its final mark. A point followed only by interrupted turns continues in place; an older
+one forks (``mol.server.turns.marks``). Tool results must answer exactly the calls the
+waiting turn left open (``mol.server.turns.seeding``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mol.core.errors import SessionNotFound
+from mol.runtime import Conversation, Runtime, SessionStore, TurnLog
+from mol.server.turns.elicitation import Elicitations
+from mol.server.turns.jobs import TurnRequest
+from mol.server.turns.leases import Leases
+from mol.server.turns.marks import continues_in_place, fork
+from mol.server.turns.seeding import check_results, seed, waiting_calls
+
+
+class Continuing:
+    """Finds and holds the conversation each request continues."""
+
+    def __init__(self, runtime: Runtime, store: SessionStore, leases: Leases,
+                 elicitations: Elicitations) -> None:
+        self.runtime, self.store = runtime, store
+        self.leases, self.elicitations = leases, elicitations
+
+    async def conversation(self, request: TurnRequest, held: list[str]) -> Conversation:
+        """The conversation ``request`` continues (in place or forked), or a new one; the
+        ids it holds are added to ``held`` (the caller gives them back)."""
+        if request.key is not None:
+            found = await self.store.get_mark(request.key)
+            if found is not None:
+                await self._acquire(found[0], held)
+                found = await self.store.get_mark(request.key)  # final once the lock is ours
+            if found is not None:
+                return await self._continue(found[0], found[1], request, held)
+            if request.key_required:
+                raise SessionNotFound(f"no stored response {request.key!r} to continue "
+                                      "(unknown, or created with store: false)",
+                                      field="previous_response_id")
+        conversation = Conversation()
+        await self._acquire(conversation.id, held)
+        if request.seed:
+            await self._seed(conversation, request)
+            if request.persist:
+                await self.store.save(conversation, None, TurnLog(self.runtime.artifact.digest))
+        elif request.tool_results is not None:
+            check_results([], request.tool_results, request.result_fields, request.where)
+        return conversation
+
+    async def _continue(self, session_id: str, mark: dict[str, Any], request: TurnRequest,
+                        held: list[str]) -> Conversation:
+        conversation = await self.store.load(session_id)
+        if continues_in_place(conversation, mark):
+            _check_results(conversation, request)
+            return conversation
+        branch = fork(conversation, mark)
+        _check_results(branch, request)
+        await self._acquire(branch.id, held)
+        if request.persist:
+            await self.store.save(branch, None, TurnLog(self.runtime.artifact.digest),
+                                  parent=session_id)
+        return branch
+
+    async def _seed(self, conversation: Conversation, request: TurnRequest) -> None:
+        """Earlier turns the client sent become plain messages after each adapter's own
+        system prompt (``mol.server.turns.seeding``)."""
+        runtime, doc = self.runtime, self.runtime.artifact.doc
+        fields = request.seed_fields or [f"{request.where}[{i}].tool_call_id"
+                                         for i in range(len(request.seed))]
+
+        async def prompt(adapter: str) -> str:
+            return runtime.system_prompt(adapter, await runtime.tools_for(adapter))
+
+        await seed(conversation, request.seed, fields, request.tool_results,
+                   request.result_fields, request.where, doc.adapter_names, doc.adapters,
+                   doc.route_fallback, prompt)
+
+    async def _acquire(self, session_id: str, held: list[str]) -> None:
+        if self.elicitations.pending:
+            self.elicitations.check_free(session_id)
+        for other in list(held):
+            await self.leases.give(other)
+            held.remove(other)
+        await self.leases.take(session_id)
+        held.append(session_id)
+
+
+def _check_results(conversation: Conversation, request: TurnRequest) -> None:
+    if request.tool_results is not None:
+        check_results(waiting_calls(conversation), request.tool_results,
+                      request.result_fields, request.where)
