@@ -117,7 +117,8 @@ async def _before(cfg: LoopConfig, host: LoopHost, info: ToolCallInfo) -> Verdic
     return verdict
 
 
-async def _after(cfg: LoopConfig, host: LoopHost, info: ToolCallInfo, result: ToolResult) -> ToolResult:
+async def _after(cfg: LoopConfig, host: LoopHost, info: ToolCallInfo,
+                 result: ToolResult) -> ToolResult:
     for impl in cfg.tool_hooks.after:
         replaced = await call_plugin(impl, "mol_after_tool_call", call=info, result=result,
                                      context=cfg.context)

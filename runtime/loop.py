@@ -52,7 +52,8 @@ def tool_specs(cfg: LoopConfig) -> list[dict[str, Any]]:
     return specs
 
 
-async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]], pending: list[dict[str, Any]],
+async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
+              pending: list[dict[str, Any]],
               outcome: LoopOutcome | None = None) -> LoopOutcome:
     """Run the loop on ``view`` + ``pending`` (uncommitted messages that open or resume it)."""
     outcome = outcome or LoopOutcome()
@@ -126,7 +127,8 @@ def _assistant_message(cfg: LoopConfig, completion: Completion,
     return message
 
 
-async def _stop_hooks(cfg: LoopConfig, host: LoopHost, answer: str, outcome: LoopOutcome) -> dict[str, Any] | None:
+async def _stop_hooks(cfg: LoopConfig, host: LoopHost, answer: str,
+                     outcome: LoopOutcome) -> dict[str, Any] | None:
     """The instruction a ``Stop`` hook blocked the end of the turn with, as a user message
     (None: the turn may end)."""
     verdict = await lifecycle.stop(cfg.hook_sets, cfg.context.session_id, cfg.adapter, answer,
@@ -149,8 +151,8 @@ def _charging(cfg: LoopConfig, host: LoopHost, outcome: LoopOutcome) -> LoopConf
     return dataclasses.replace(cfg, context=dataclasses.replace(cfg.context, emit=emit))
 
 
-async def _stop(cfg: LoopConfig, host: LoopHost, pending: list[dict[str, Any]], outcome: LoopOutcome,
-                why: str) -> LoopOutcome:
+async def _stop(cfg: LoopConfig, host: LoopHost, pending: list[dict[str, Any]],
+                outcome: LoopOutcome, why: str) -> LoopOutcome:
     limit = (f"{cfg.config.max_steps} steps" if why == "max_steps"
              else f"the turn's budget of {cfg.config.max_turn_tokens} tokens")
     outcome.stopped = why
@@ -159,8 +161,9 @@ async def _stop(cfg: LoopConfig, host: LoopHost, pending: list[dict[str, Any]], 
     return outcome
 
 
-async def _ask(cfg: LoopConfig, host: LoopHost, messages: list[dict[str, Any]], specs: list[dict[str, Any]],
-               params: dict[str, Any]) -> tuple[Completion, dict[int, str]]:
+async def _ask(cfg: LoopConfig, host: LoopHost, messages: list[dict[str, Any]],
+               specs: list[dict[str, Any]], params: dict[str, Any]
+               ) -> tuple[Completion, dict[int, str]]:
     """One model call; returns the completion and the mol ids already given (while
     streaming) to the calls at those indices."""
     # The engine is never sent a call without its results, nor a result without its call.

@@ -1,7 +1,9 @@
-"""Checkable docs: every CLI command, plugin hook and doc link is documented and real."""
+"""Checkable docs: every CLI command, plugin hook and doc link is documented and real, and
+every source file the docs name exists."""
 
 import argparse
 import re
+import tomllib
 from pathlib import Path
 
 from mol.cli.main import COMMANDS, build_parser
@@ -41,6 +43,18 @@ def test_links_between_docs_resolve():
             if not (doc.parent / target).exists():
                 broken.append(f"{doc.name} -> {target}")
     assert broken == []
+
+
+def test_the_source_files_the_docs_name_exist():
+    """A module moved or split leaves no stale ``folder/module.py`` behind in the docs (the
+    architecture map names hundreds)."""
+    floors = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mol"]["floors"]
+    folders = "|".join(folder for floor in floors for folder in floor)
+    named = re.compile(rf"(?<![\w/.-])((?:{folders})/[\w/.-]+\.py)\b")
+    stale = [f"{doc.name}: {path}" for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+             for path in named.findall(doc.read_text()) if not (ROOT / path).exists()]
+    assert stale == []
+    assert named.findall("see `runtime/harness.py`") == ["runtime/harness.py"]
 
 
 def test_the_attacks_security_md_names_are_tests():

@@ -2,9 +2,9 @@
 
 A request takes a slot when one is free and nobody waits; otherwise it joins the queue and
 takes the next slot freed, in arrival order. A full queue, or a wait longer than ``wait``
-seconds, is ``Overloaded`` (a 429 with ``Retry-After``): load queues instead of failing, and only what
-exceeds the queue is refused. A slot is handed straight to the first waiter when it is
-freed, so a burst of arrivals can never overtake the queue.
+seconds, is ``Overloaded`` (a 429 with ``Retry-After``): load queues instead of failing,
+and only what exceeds the queue is refused. A slot is handed straight to the first waiter
+when it is freed, so a burst of arrivals can never overtake the queue.
 
 A turn gives its slot back as soon as its reply is complete (``replied``), for a
 background slot (as many) under which its summary hop and last checkpoints run: they

@@ -209,7 +209,8 @@ def parse_answer(text: str, params: dict[str, Any], where: str) -> dict[str, Any
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        raise ConversationError(f"'{where}' must be the JSON answer of the elicitation: {shape}", field=where)
+        raise ConversationError(f"'{where}' must be the JSON answer of the elicitation: "
+                                f"{shape}", field=where)
     action = answer.get("action")
     if action not in ACTIONS:
         raise ConversationError(f"'{where}' action must be one of {', '.join(ACTIONS)}; got "
@@ -224,7 +225,8 @@ def parse_answer(text: str, params: dict[str, Any], where: str) -> dict[str, Any
         content = compile_schema(params.get("requestedSchema") or {"type": "object"}
                                  ).check(content)
     except ValueError as exc:
-        raise ConversationError(f"'{where}' content does not answer the requested schema: {exc}", field=where) from None
+        raise ConversationError(f"'{where}' content does not answer the requested schema: "
+                                f"{exc}", field=where) from None
     return {"action": "accept", "content": content}
 
 

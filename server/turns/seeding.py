@@ -13,8 +13,8 @@ prompt. Every view so built keeps the tool-call contract (``mol.runtime.views``)
   message, and they learn of the turn from its summary, as of any other adapter's turn.
 
 Tool results must answer exactly the calls the waiting turn left open, each once;
-anything else is a ``ConversationError`` naming the field in the API's own terms (``messages[i].tool_call_id``,
-``input[i].call_id``).
+anything else is a ``ConversationError`` naming the field in the API's own terms
+(``messages[i].tool_call_id``, ``input[i].call_id``).
 """
 
 from __future__ import annotations
