@@ -31,21 +31,14 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import anyio
 
 from mol.core.errors import ShellDied
+from mol.sandboxes.control import COMMAND, CONTROL_DEADLINE, EVERY, Control
 from mol.sandboxes.output import OutputCap
+from mol.sandboxes.result import CommandResult
 from mol.sandboxes.stream import STDOUT, MarkerScanner, MuxSocket
-
-EVERY, COMMAND = "-1", "child"
-"""Sweep boundaries: every process, or what the running command started (since its shell,
-the command shell's child, did). Later sweeps of one command reuse the boundary the first
-returned: once that shell has exited, the command shell's child is the next command's."""
-
-CONTROL_DEADLINE = 30.0
-"""Seconds the control shell may take to answer an ordinary request."""
 
 STOP_DEADLINE = 2.0
 """Seconds the control shell may take to answer while a timed-out command is stopped."""
@@ -79,146 +72,6 @@ control shell's answers (sweeps of what the command started, a process count and
 sweeps, killing the command's shell, then the command shell, sweeps of what forked
 meanwhile), the grace, the last report and, if the sandbox no longer answers, killing its
 container from outside. Usually it is well under a second."""
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one command did: its capped output, exit code and what went wrong."""
-
-    output: str
-    """Output (stderr merged into stdout), printable, head and tail kept within the cap."""
-    exit_code: int | None
-    """The command's exit status; ``None`` when the sandbox stopped answering."""
-    timed_out: bool = False
-    timeout: float = 0.0
-    total_bytes: int = 0
-    """Bytes the command printed."""
-    dropped_bytes: int = 0
-    """Bytes left out of ``output`` (the middle of a long output)."""
-    shell_exited: bool = False
-    """The sandbox stopped answering during this command and was killed; the next command
-    runs in a fresh one."""
-    fresh_shell: bool = False
-    """This command ran in a fresh command shell (the shell state was kept)."""
-    fresh_sandbox: bool = False
-    """This command ran in a fresh sandbox: the previous one had stopped answering."""
-    state_lost: bool = False
-    """The command's shell was killed, so what it changed of the shell state is lost."""
-    process_limit_kills: int = 0
-    """Processes killed because the sandbox hit ``pids_limit`` after this command."""
-    duration: float = 0.0
-
-    def notes(self) -> list[str]:
-        """Plain sentences about timeouts, truncation and replaced sandboxes."""
-        notes = []
-        if self.fresh_sandbox:
-            notes.append("A fresh sandbox was started for this command (the previous one had "
-                         "stopped answering): files, working directory and variables were "
-                         "reset.")
-        if self.timed_out:
-            notes.append(f"Timed out after {self.timeout:g} s: the command and every process "
-                         "it started were killed.")
-        if self.state_lost:
-            notes.append("The command's changes to the working directory and variables were "
-                         "not kept.")
-        if self.dropped_bytes:
-            notes.append(f"Output truncated: {self.dropped_bytes} of {self.total_bytes} bytes "
-                         "were dropped from the middle.")
-        if self.process_limit_kills:
-            notes.append(f"The sandbox reached its process limit (a fork bomb?): "
-                         f"{self.process_limit_kills} processes were killed, all but the "
-                         "shells.")
-        if self.shell_exited:
-            notes.append("The sandbox stopped answering and was killed; the next command "
-                         "starts in a fresh one (files in the workspace are lost).")
-        if self.exit_code is not None and self.exit_code >= 128 and not self.timed_out:
-            signal = self.exit_code - 128
-            hint = " (out of memory?)" if signal == 9 else ""
-            notes.append(f"The command was killed by signal {signal}{hint}.")
-        return notes
-
-    def render(self) -> str:
-        """The text a model reads: output, exit code and notes."""
-        parts = [self.output.rstrip("\n")] if self.output else []
-        code = "none" if self.exit_code is None else str(self.exit_code)
-        parts.append(f"[exit code: {code}]")
-        parts += [f"[{note}]" for note in self.notes()]
-        return "\n".join(parts)
-
-
-class Control:
-    """The container's main bash (root, ``CAP_KILL`` only): stops and kills processes."""
-
-    def __init__(self, sock: MuxSocket, token: str) -> None:
-        self._sock = sock
-        self.token = token
-        """The marker token (a secret: sent on the control shell's stdin, never shown)."""
-        self._scanner = MarkerScanner(f"__mol_{token}_".encode())
-        self._lock = anyio.Lock()
-        self.pid = 0
-        self.alive = True
-
-    async def handshake(self) -> int:
-        """Hand the control shell its token and check it answers; returns its pid."""
-        await self._sock.send(self.token.encode() + b"\n")
-        self.pid = int(await self._ask("__mol_say $$"))
-        return self.pid
-
-    async def sweep(self, since: str, spare: list[tuple[int, int]], keep: int = -1,
-                    deadline: float = CONTROL_DEADLINE) -> tuple[int, str]:
-        """Stop, then kill, every process started since ``since`` (``EVERY``, ``COMMAND`` or
-        a boundary returned before) but the ``(pid, start)`` in ``spare`` and the children of
-        ``keep``; returns how many were killed and the boundary used."""
-        recorded = " ".join(f"{pid}:{start}" for pid, start in spare)
-        answer = await self._ask(f"__mol_sweep {since} {keep} {recorded}", deadline)
-        killed, _, boundary = answer.strip().partition(":")
-        return int(killed), boundary
-
-    async def kill_shell(self, boundary: str, deadline: float = CONTROL_DEADLINE) -> int:
-        """Kill the command's shell a sweep's boundary names (not a later process that got
-        its pid, nor the next command's shell); returns how many (0 or 1)."""
-        return int(await self._ask(f"__mol_kill_shell {boundary}", deadline))
-
-    async def started(self, pid: int) -> int:
-        """A process's start time in clock ticks since boot (-1: no such process)."""
-        return int(await self._ask(f"__mol_started {pid}"))
-
-    async def count(self, deadline: float = CONTROL_DEADLINE) -> int:
-        """How many processes the sandbox holds."""
-        return int(await self._ask("__mol_count", deadline))
-
-    async def kill(self, pid: int, signal: str = "KILL",
-                   deadline: float = CONTROL_DEADLINE) -> None:
-        """Send ``signal`` (default SIGKILL) to one process."""
-        await self._ask(f"__mol_kill -{signal} {pid}", deadline)
-
-    async def _ask(self, line: str, deadline: float = CONTROL_DEADLINE) -> str:
-        if not self.alive:
-            raise ShellDied("the sandbox's control shell stopped answering")
-        # Shielded: an exchange cut in half would leave its answer to the next question.
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                try:
-                    with anyio.fail_after(deadline):
-                        await self._sock.send(line.encode() + b"\n")
-                        return await self._answer()
-                except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-                    self.close()
-                    raise ShellDied("the sandbox's control shell stopped answering; the "
-                                    "sandbox must be recreated") from exc
-
-    async def _answer(self) -> str:
-        while True:
-            for stream, payload in await self._sock.receive():
-                if stream == STDOUT:
-                    word = self._scanner.feed(payload)
-                    if word is not None:
-                        return word
-
-    def close(self) -> None:
-        """Drop the connection (the control shell keeps running until the container goes)."""
-        self.alive = False
-        self._sock.close()
 
 
 class Shell:

@@ -12,8 +12,9 @@ import pytest
 
 from mol.hcp.schema import SandboxConfig
 from mol.sandboxes import docker
+from mol.sandboxes.result import CommandResult
 from mol.sandboxes.sandbox import Sandbox
-from mol.sandboxes.shell import MAX_GRACE, CommandResult
+from mol.sandboxes.shell import MAX_GRACE
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 

@@ -8,8 +8,8 @@ import time
 import anyio
 import pytest
 
+from mol.sandboxes.control import COMMAND
 from mol.sandboxes.sandbox import Sandbox
-from mol.sandboxes.shell import COMMAND
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
