@@ -93,7 +93,7 @@ class Elicitations:
         """An MCP server's request for input during the turn started by ``head``, asked of
         its client (one at a time): the turn's ``ToolContext.elicit``, with ``head``
         bound."""
-        async with head.asking:
+        async with head.flight.asking:
             return await self._ask(head, server, params)
 
     async def _ask(self, head: Job, server: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -104,8 +104,9 @@ class Elicitations:
         if why:
             log.info("MCP server %r asked for input; declined (%s)", server, why)
             return {"action": "decline"}
-        assert head.conversation is not None
-        adapter = head.conversation.turns[-1].adapter
+        conversation = head.flight.conversation
+        assert conversation is not None
+        adapter = conversation.turns[-1].adapter
         pending = Pending(new_call_id(adapter), params, head,
                           until=anyio.current_time() + self.wait)
         call = {"id": pending.call_id, "type": "function",
@@ -118,7 +119,7 @@ class Elicitations:
         late = False
         try:
             # The wait does not count against the turn's deadline; it has a bound of its own.
-            with paused(head.limit), anyio.move_on_after(self.wait) as waiting:
+            with paused(head.flight.limit), anyio.move_on_after(self.wait) as waiting:
                 await pending.answered.wait()
             late = waiting.cancelled_caught
         finally:  # also when the MCP call ended first (``Answers.calling`` ends the wait)
@@ -157,7 +158,7 @@ class Elicitations:
         """``SessionBusy`` when a turn of ``session_id`` is suspended: it would wait for the
         answer."""
         for pending in self.pending.values():
-            if pending.head.session_id == session_id:
+            if pending.head.flight.session_id == session_id:
                 raise SessionBusy(f"the conversation's turn waits for the client's answer "
                                   f"to the {TOOL} call {pending.call_id!r}; answer it first",
                                   retry_after=max(1.0, pending.until - anyio.current_time()))
@@ -170,13 +171,11 @@ class Elicitations:
                               f"{self.ended.get(pending.call_id, 'ended')}")
         head = pending.head
         head.current().next = job
-        job.scope, job.limit = head.scope, head.limit
-        job.session_id, job.conversation, job.route = (head.session_id, head.conversation,
-                                                       head.route)
-        if head.session is not None and head.session.current is not None:
-            job.usage_base = head.session.current.usage.copy()  # its reply's usage starts here
-        if head.route is not None:
-            job.put(head.route)  # the reply's x-mol-adapter / x-mol-route
+        job.flight = flight = head.flight
+        if flight.session is not None and flight.session.current is not None:
+            job.usage_base = flight.session.current.usage.copy()  # its reply's usage starts here
+        if flight.route is not None:
+            job.put(flight.route)  # the reply's x-mol-adapter / x-mol-route
         pending.answer = answer
         pending.answered.set()
 

@@ -16,7 +16,7 @@ import anyio
 from mol.core import events as ev
 from mol.runtime import Conversation, TurnResult
 
-__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Job", "JobItem", "KeepAlive", "TurnRequest"]
+__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Flight", "Job", "JobItem", "KeepAlive", "TurnRequest"]
 
 
 @dataclass
@@ -68,18 +68,41 @@ result, or what it raised: a ``MolError``, which the HTTP room maps to a status)
 
 
 @dataclass(eq=False)
+class Flight:
+    """The turn in flight, shared by the jobs of its chain (the request that started it and
+    those answering its requests for input)."""
+
+    names: Any = None
+    """The runner's ``Names``: where the marks of ``Job.ends_at`` go."""
+    admission: Any = None
+    """The runner's ``Admission``: a replied job trades its turn slot there."""
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """Cancelled by ``Runner.cancel``."""
+    limit: anyio.CancelScope | None = None
+    """The turn's deadline (waits for elicitation answers do not count against it)."""
+    session_id: str = ""
+    conversation: Conversation | None = None
+    session: Any = None
+    """The runtime ``Session`` running the turn."""
+    route: ev.RouteDecided | None = None
+    """The turn's last route decision (told again to the job it goes on in)."""
+    asking: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while the turn asks its client for input (one request for input at a time)."""
+
+
+@dataclass(eq=False)
 class Job:
-    """One turn in flight: its events, and the point it ends at."""
+    """One request's part of a turn: the events its reply reads, and where the reply ends."""
 
     request: TurnRequest
     send: Any
     receive: Any
+    flight: Flight
+    """The turn this job is part of."""
     keys: list[str] = field(default_factory=list)
-    session_id: str = ""
-    conversation: Conversation | None = None
+    """The names the reply gave the point it ends at (``ends_at``)."""
     mark: dict[str, Any] | None = None
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    """Cancelled by ``Runner.cancel``."""
+    """The turn's final point, once it ended."""
     replied: bool = False
     """The reply is complete: the turn slot went back, a background slot is held."""
     delivered: anyio.Event = field(default_factory=anyio.Event)
@@ -93,45 +116,34 @@ class Job:
     this job holds no slot."""
     next: Job | None = None
     """The job of the request that answered that elicitation: the turn goes on in it."""
-    route: ev.RouteDecided | None = None
-    """The turn's last route decision (told again to the job it goes on in)."""
-    limit: anyio.CancelScope | None = None
-    """The turn's deadline (waits for elicitation answers do not count against it)."""
-    session: Any = None
-    """The runtime ``Session`` running the turn (on the chain's first job)."""
     usage_base: ev.TurnUsage = field(default_factory=ev.TurnUsage)
     """The turn's usage when this job's part of it began (an elicitation's answer)."""
     usage: ev.TurnUsage | None = None
     """What this job's part of the turn used, up to its outcome (set with the outcome)."""
-    names: Any = None
-    """The runner's ``Names``: where the marks of ``ends_at`` go."""
-    admission: Any = None
-    """The runner's ``Admission``: a replied job trades its turn slot there."""
-    asking: anyio.Lock = field(default_factory=anyio.Lock)
-    """Held while the turn asks its client for input (one request for input at a time)."""
 
     async def ends_at(self, key: str, response: Any = None,
                       aliases: tuple[str, ...] = ()) -> None:
         """Say that this job's reply ends at the point named ``key`` (and ``aliases``); with
         ``response``, the Responses API object ``(previous id, body)`` stored under ``key``
         with it (``mol.server.turns.marks``)."""
-        await self.names.name(self, key, response, aliases)
+        await self.flight.names.name(self, key, response, aliases)
 
     async def observe(self, event: ev.Event) -> None:
         """The observer of this job's turn (a session observer, on the chain's first job):
         pass ``event`` to the job the turn answers now. After the outcome, the job trades
         its turn slot for a background slot, and the turn goes on (summary hop,
         checkpoints) once the reply went out, or after ``DELIVERY_WAIT``."""
+        flight = self.flight
         if isinstance(event, ev.RouteDecided):
-            self.route = event
+            flight.route = event
         job = self.current()
         outcome = isinstance(event, ev.Answered | ev.ClientToolsRequested)
         if outcome:
-            job.usage = self.session.current.usage.since(job.usage_base)
+            job.usage = flight.session.current.usage.since(job.usage_base)
         job.put(event)
         if outcome:
             if not job.replied:
-                await job.admission.replied(job)
+                await flight.admission.replied(job)
                 job.replied = True
             with anyio.move_on_after(DELIVERY_WAIT):  # the reply's end goes out first
                 await job.delivered.wait()

@@ -94,16 +94,16 @@ class Names:
         ``key``, in the same transaction)."""
         if not job.request.persist:
             return
+        session_id, conversation = job.flight.session_id, job.flight.conversation
         if job.mark is not None:
-            await self.store.put_mark(key, job.session_id, job.mark, response, aliases)
+            await self.store.put_mark(key, session_id, job.mark, response, aliases)
             return
         job.keys += [key, *aliases]
         self._named.update(dict.fromkeys([key, *aliases], job))
-        assert job.conversation is not None
-        await self.store.put_mark(key, job.session_id, mark_of(job.conversation), response,
-                                  aliases)
+        assert conversation is not None
+        await self.store.put_mark(key, session_id, mark_of(conversation), response, aliases)
         if job.mark is not None:  # the turn ended meanwhile: the final mark wins
-            await self.store.put_mark(key, job.session_id, job.mark, None, aliases)
+            await self.store.put_mark(key, session_id, job.mark, None, aliases)
 
     def forget(self, key: str) -> None:
         """Do not rewrite ``key`` when its turn ends (a response deleted meanwhile)."""

@@ -64,7 +64,7 @@ from mol.runtime import (
 from mol.server.turns.admission import Admission
 from mol.server.turns.continuing import Continuing
 from mol.server.turns.elicitation import WAIT, Elicitations, opted_in
-from mol.server.turns.jobs import Job, JobItem, TurnRequest
+from mol.server.turns.jobs import Flight, Job, JobItem, TurnRequest
 from mol.server.turns.leases import Leases
 from mol.server.turns.marks import Names, abandon_waiting
 
@@ -178,7 +178,7 @@ class Runner:
         answering = self.elicitations.claim(request) if request.tool_results else None
         await self.admission.enter()
         send, receive = anyio.create_memory_object_stream[JobItem](math.inf)
-        job = Job(request, send, receive, names=self.names, admission=self.admission)
+        job = Job(request, send, receive, Flight(names=self.names, admission=self.admission))
         if answering is not None:
             try:
                 self.elicitations.resume(*answering, job)
@@ -201,7 +201,7 @@ class Runner:
         job = self._handles.pop(handle, None)
         if job is None or job.replied:
             return None
-        job.scope.cancel()
+        job.flight.scope.cancel()
         return job
 
     def forget(self, key: str) -> None:
@@ -225,13 +225,14 @@ class Runner:
     async def _run(self, job: Job) -> None:
         held: list[str] = []
         try:
-            with job.scope, anyio.fail_after(self.deadline) as job.limit:
+            flight = job.flight
+            with flight.scope, anyio.fail_after(self.deadline) as flight.limit:
                 conversation = await self.continuing.conversation(job.request, held)
-                job.session_id, job.conversation = conversation.id, conversation
+                flight.session_id, flight.conversation = conversation.id, conversation
                 result = await self._turn(conversation, job)
                 await self.names.settle(job.chain(), conversation)
             job.current().put(TurnCancelled("the response was cancelled before it completed")
-                              if job.scope.cancelled_caught else result)
+                              if flight.scope.cancelled_caught else result)
         except TimeoutError:
             job.current().put(TurnDeadline(f"the turn exceeded the server's deadline of "
                                            f"{self.deadline:g} s"))
@@ -292,7 +293,7 @@ class Runner:
         # (``Names.settle``), flush the checkpoints before them: one flush before a reply.
         recorder = Recorder(self.store, self.runtime.artifact.digest, flush=False)
         observers = [] if self.metrics is None else [self.metrics.turn()]
-        session = job.session = self.runtime.session(
+        session = job.flight.session = self.runtime.session(
             conversation, checkpoint=recorder.checkpoint if job.request.persist else None,
             resources=resources, started=bool(conversation.turns),
             elicit=partial(self.elicitations.ask, job), observers=observers)
