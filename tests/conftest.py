@@ -11,9 +11,29 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-"""Debian's chromium, the only browser the tests drive (``.ci/run`` installs it)."""
+from . import services
+from .services import CHROMIUM as CHROMIUM  # Debian's chromium, the only browser driven
+
 BROWSER_DRIVER = Path(__file__).parent / "genui" / "browser.mjs"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller's side of the service check (tests/services.py)."""
+    services.configure(config)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test using a fixture that needs a service gets its marker (``postgres_url``:
+    ``postgres``; see ``services.FIXTURE_MARKERS``), before ``-m`` selects."""
+    services.mark_by_fixtures(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Once the tests are selected: if they need a service this machine lacks (Docker, the
+    sandbox image, PostgreSQL, chromium, the GenUI toolchain, npm packages, the ray or
+    local extra), stop before the first one with one line per missing service."""
+    services.after_collection(config, items)
 
 
 @pytest.fixture

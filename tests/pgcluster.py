@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL server for the tests: ``initdb`` in a temp dir, on loopback.
 
-Debian's ``postgresql`` package provides the binaries (``.ci/run`` installs it).
+Debian's ``postgresql`` package provides the binaries (``./test`` installs it; the tests
+that use it are marked ``postgres``, which tests/services.py checks before the first test).
 PostgreSQL refuses to run as root, so as root the cluster belongs to the
 ``postgres`` system user the package creates. Each test gets its own database.
 """

@@ -1,5 +1,6 @@
 """The README's commands run as written."""
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -12,9 +13,26 @@ def sh_blocks() -> list[str]:
     return re.findall(r"```sh\n(.*?)```", README, re.S)
 
 
+def commands(script: str) -> list[str]:
+    """A shell script's commands: its lines but comments, blank lines, set, cd, export and
+    echo."""
+    return [line.strip() for line in script.splitlines() if line.strip() and not re.match(
+        r"(#|set |cd |export |echo )", line.strip())]
+
+
 def test_readme_names_the_test_command_ci_runs():
-    assert "python3 -m pytest" in [b.strip() for b in sh_blocks()]
-    assert "python3 -m pytest\n" in (ROOT / ".ci" / "run").read_text()
+    """The README's test command is ./test, which ends by running pytest with its arguments;
+    CI runs the README's install command (without the local extra), then exactly it."""
+    section = README[README.index("## Test"):README.index("## Layout")]
+    [test] = [b.strip() for b in re.findall(r"```sh\n(.*?)```", section, re.S)]
+    assert test == "./test"
+    script = ROOT / "test"
+    assert os.access(script, os.X_OK) and script.read_text().startswith("#!/usr/bin/env bash")
+    assert commands(script.read_text())[-1] == 'exec python3 -m pytest "$@"'
+    install = "python3 -m pip install -e '.[test]'"
+    assert install in [b.strip() for b in sh_blocks()] or f"`{install}`" in README
+    assert commands((ROOT / ".ci" / "run").read_text()) == [install.replace("-e", "-q -e"),
+                                                            test]
 
 
 def test_validate_command_checks_the_shipped_artifact():

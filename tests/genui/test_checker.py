@@ -17,12 +17,14 @@ pytestmark = pytest.mark.anyio
 SKILL = Path(__file__).parents[2] / "skills" / "ui4a-genui" / "references"
 
 
+@pytest.mark.genui
 @pytest.mark.parametrize("name", ["example.tsx", "example.a2ui.jsonl"])
 async def test_the_skill_examples_pass_the_checks_they_describe(name):
     [checked] = await check_file(SKILL / name)
     assert checked.valid, checked.problems
 
 
+@pytest.mark.genui
 async def test_an_answer_with_both_kinds(tmp_path):
     answer = (f"Two views.\n```a2ui\n{lines(create())}```\nthen\n```ui4a/tsx\n"
               f"{(DATA / 'counter.tsx').read_text()}```\nand\n```a2ui\n"
@@ -32,6 +34,7 @@ async def test_an_answer_with_both_kinds(tmp_path):
     assert len(checked[0].messages) == 2  # the two A2UI blocks are one stream
 
 
+@pytest.mark.genui
 async def test_problems_are_located_in_the_answer(tmp_path):
     path = tmp_path / "answer.md"
     path.write_text("Intro line\n\n```a2ui\n" + lines(create()) +

@@ -57,6 +57,7 @@ def checks(events):
     return [e for e in events if isinstance(e, ev.GenUIChecked)]
 
 
+@pytest.mark.genui
 @pytest.mark.parametrize(("kind", "body"), [("ui4a/tsx", GOOD_TSX), ("a2ui", GOOD_A2UI)])
 async def test_a_valid_ui_passes_on_the_first_answer(tmp_path, kind, body):
     script = {"L3": [{"reply": fenced(kind, body)}]}
@@ -69,6 +70,7 @@ async def test_a_valid_ui_passes_on_the_first_answer(tmp_path, kind, body):
     assert not [e for e in events if isinstance(e, ev.TextDelta)]
 
 
+@pytest.mark.genui
 @pytest.mark.parametrize(("kind", "bad", "good", "where"), [
     ("ui4a/tsx", BAD_TSX, GOOD_TSX, "line 5, column 3"),
     ("a2ui", BAD_A2UI, GOOD_A2UI, "line 5 /updateComponents/components/0/children/0"),
@@ -91,6 +93,7 @@ async def test_a_fix_on_the_second_try_ends_valid(tmp_path, kind, bad, good, whe
     assert [m["role"] for m in view] == ["system", "user", "assistant", "user", "assistant"]
 
 
+@pytest.mark.genui
 async def test_a_model_that_never_fixes_it_ends_invalid_after_the_rounds(tmp_path):
     script = {"L3": [{"when": "^again please", "reply": "plain words", "times": -1},
                      {"reply": fenced("ui4a/tsx", BAD_TSX), "times": -1}]}
@@ -105,6 +108,7 @@ async def test_a_model_that_never_fixes_it_ends_invalid_after_the_rounds(tmp_pat
     assert len(checks(events)) == 2  # a plain answer is not a UI: nothing to check
 
 
+@pytest.mark.genui
 async def test_render_ui_tool_results_are_the_verdict(tmp_path):
     script = {"L3": [
         {"when": "draw", "tool_calls": [{"name": "render_ui", "arguments": {"code": BAD_TSX}}]},
@@ -167,6 +171,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.genui
 @pytest.mark.parametrize("case", list(BROKEN))
 async def test_each_broken_ui_from_a_scripted_l3_is_caught_and_located(tmp_path, case):
     kind, body, rule, where = BROKEN[case]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).parents[1] / "genui" / "data"
 
 
@@ -17,11 +19,13 @@ def mol(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           text=True, timeout=120, check=False, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.genui
 def test_check_prints_valid():
     done = mol("genui", "check", str(DATA / "counter.tsx"))
     assert (done.returncode, done.stdout) == (0, f"{DATA / 'counter.tsx'}: tsx: valid\n")
 
 
+@pytest.mark.genui
 def test_check_prints_each_problem_and_exits_1(tmp_path):
     path = tmp_path / "ui.jsonl"
     path.write_text('{"version": "v0.9", "createSurface": {"surfaceId": "s"}}\n{"oops"\n')
@@ -40,6 +44,7 @@ def test_without_the_toolchain_the_error_names_setup(tmp_path):
     assert "run `mol genui setup`" in done.stderr
 
 
+@pytest.mark.genui
 def test_setup_says_where_the_cache_is():
     done = mol("genui", "setup")
     assert done.returncode == 0 and "up to date" in done.stderr

@@ -1,7 +1,8 @@
 """Fixtures for sandbox tests: they run against the real Docker engine and the default image.
 
-No test here skips when Docker is missing: the fixtures raise ``DockerUnavailable``
-and the tests fail (CI starts an engine and builds the image in ``.ci/run``).
+No test here skips when Docker is missing: the run stops before the first test, saying
+so (the ``docker`` marker, tests/services.py); ``./test`` starts an engine and builds the
+image.
 """
 
 from __future__ import annotations

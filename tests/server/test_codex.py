@@ -17,7 +17,7 @@ import pytest
 
 from .conftest import KEY, transcript_problems, write_hcp
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.npm("@openai/codex")]
 
 PACKAGE = "@openai/codex@0.169.0"
 CACHE = Path(os.environ.get("MOL_TEST_NPM_CACHE", Path.home() / ".cache" / "mol-tests" / "npm"))

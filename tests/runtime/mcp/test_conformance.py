@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.npm("@modelcontextprotocol/conformance")]
 
 PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.11"
 CACHE = Path(os.environ.get("MOL_TEST_CONFORMANCE_CACHE",

@@ -19,7 +19,7 @@ from mol.runtime import open_runtime
 from mol.runtime.mcp import MCPManager
 from mol.runtime.testing import ScriptedEngine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.npm("@modelcontextprotocol/server-everything")]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"

@@ -55,7 +55,7 @@ reply = "<Card/>"
 """
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request, tmp_path) -> str:
     """The store the CLI uses: a SQLite file, or a PostgreSQL database."""
     if request.param == "sqlite":

@@ -25,7 +25,7 @@ from mol.server.turns.marks import continues_in_place, fork, mark_of
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store_url(request, tmp_path) -> str:
     """Each test below that takes it runs once per backend."""
     if request.param == "sqlite":
