@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(autouse=True)
 def _chromium():
-    assert Path(CHROMIUM).exists(), "Debian's chromium is needed (.ci/run installs it)"
+    assert Path(CHROMIUM).exists(), "Debian's chromium is needed (./test installs it)"
 
 
 @contextmanager
