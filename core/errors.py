@@ -32,7 +32,8 @@ keep their cause (``raise ... from exc``)::
     ├── ConversationError         a conversation cannot continue as asked (exit 2); ``.field``
     │   ├── InvalidTranscript       a view would break the tool-call contract (a call
     │   │                           without its results, a result without its call)
-    │   └── AnswerEnded             an answer to a request for input that ended already
+    │   ├── AnswerEnded             an answer to a request for input that ended already
+    │   └── ContextTooLong          a view that does not fit its adapter's context window
     ├── TurnError                 a turn of the server did not run to its end
     │   ├── TurnCancelled           cancelled by its client (``POST .../cancel``)
     │   ├── TurnDeadline            over the server's deadline
@@ -237,6 +238,17 @@ class InvalidTranscript(ConversationError):
     """Messages that break the Chat Completions tool-call contract: an assistant tool-call
     message not followed by exactly its results, or a tool message answering no open call.
     No view is ever built that way (``mol.runtime.views.check_steps``)."""
+
+
+class ContextTooLong(ConversationError):
+    """A request of an adapter would not fit its context window, and it may not (or cannot)
+    be compacted: ``[compaction] mode = "error"``, a hook blocked the compaction, or what must
+    stay verbatim alone is too long."""
+
+    def __init__(self, message: str, *, adapter: str, window: int, size: int,
+                 field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.adapter, self.window, self.size = adapter, window, size
 
 
 class AnswerEnded(ConversationError):

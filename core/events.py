@@ -217,6 +217,36 @@ class GenUIChecked(Event):
 
 
 @dataclass(frozen=True)
+class Compacting(Event):
+    """An adapter's view is being compacted (its summary is being written)."""
+
+    adapter: str
+    trigger: str
+    """``auto`` (the request would outgrow the window), ``overflow`` (the engine said it
+    did) or ``manual`` (asked for)."""
+    type: str = _kind("compacting")
+
+
+@dataclass(frozen=True)
+class Compacted(Event):
+    """An adapter's view was compacted: the engine sees its system prompt, the summary and the
+    ``kept`` most recent messages verbatim."""
+
+    adapter: str
+    trigger: str
+    writer: str
+    """The adapter that wrote the summary."""
+    tokens_before: int
+    tokens_after: int
+    """The view's size before and after, in tokens (estimated)."""
+    kept: int
+    """Messages of the view kept verbatim after the summary."""
+    compaction: str
+    """The compaction's id (``Conversation.compactions``)."""
+    type: str = _kind("compaction")
+
+
+@dataclass(frozen=True)
 class Failed(Event):
     """Something went wrong (the turn may still complete)."""
 

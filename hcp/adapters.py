@@ -101,6 +101,49 @@ class GenUIConfig(Model):
     result is the check's verdict."""
 
 
+class CompactionConfig(Model):
+    """How a view is kept within its adapter's context window (``mol.runtime.compaction``):
+    when a request would fill more than ``threshold`` of the window, the older part of the
+    view is replaced by a summary, the recent part kept verbatim."""
+
+    mode: Literal["compact", "error", "off"] = "compact"
+    """``compact``: compact the view before a request would outgrow the window (and once
+    more, then retry, when the engine answers that a request was too long). ``error``: refuse
+    the turn before the engine is called, naming the adapter, its window and the view's
+    size. ``off``: send the view as it is (the engine's error reaches the client)."""
+    threshold: float = Field(default=0.8, gt=0, le=1)
+    """The fraction of the window a request may fill (prompt plus the reply's budget) before
+    the view is compacted."""
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    """Tokens of the view's most recent messages kept verbatim (whole tool steps: a call is
+    never separated from its results). Unset: a quarter of the window."""
+    adapter: AdapterName | None = None
+    """The adapter that writes the compaction. Unset: the adapter whose view it is, from its
+    own view (its cached prefix is reused); another adapter reads the compacted part as
+    text."""
+    prompt: Prompt | None = None
+    """Instructions for the compaction; a built-in prompt is used when unset."""
+    max_tokens: int = Field(default=512, ge=16, le=8192)
+    """Token budget of the compaction's summary."""
+
+
+class AdapterCompaction(Model):
+    """One adapter's compaction settings; each key unset here takes ``[compaction]``'s."""
+
+    mode: Literal["compact", "error", "off"] | None = None
+    """As ``[compaction] mode``, for this adapter."""
+    threshold: float | None = Field(default=None, gt=0, le=1)
+    """As ``[compaction] threshold``, for this adapter."""
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    """As ``[compaction] keep_recent_tokens``, for this adapter."""
+    adapter: AdapterName | None = None
+    """As ``[compaction] adapter``, for this adapter."""
+    prompt: Prompt | None = None
+    """As ``[compaction] prompt``, for this adapter."""
+    max_tokens: int | None = Field(default=None, ge=16, le=8192)
+    """As ``[compaction] max_tokens``, for this adapter."""
+
+
 class AdapterConfig(Model):
     """One LoRA specialist."""
 
@@ -134,6 +177,12 @@ class AdapterConfig(Model):
     """Keep the engine's reasoning in this adapter's own view (as ``reasoning_content`` on its
     assistant messages). False drops it, so the view is the same whatever the engine thinks;
     clients receive the reasoning either way."""
+    context_window: int | None = Field(default=None, ge=256)
+    """Tokens of this adapter's context window. Unset: what the engine reports for it
+    (``max_model_len`` in vLLM's and SGLang's ``/v1/models``; the local engine's ``n_ctx``),
+    else 32768."""
+    compaction: AdapterCompaction | None = None
+    """This adapter's compaction settings, over ``[compaction]``'s."""
 
 
 class SummaryConfig(Model):

@@ -20,6 +20,7 @@ from typing import Any
 
 from mol.hcp.bundles import Bundle, load
 from mol.hcp.files import resolve
+from mol.hcp.slash import BUILTIN_COMMANDS
 
 
 def adapter_configs(doc: Any) -> dict[str, Any]:
@@ -127,6 +128,10 @@ def commands(doc: Any, bundles: dict[str, Bundle]) -> tuple[dict[str, Any], list
             owners.setdefault(command.name, []).append(command.qualified)
     warnings = []
     for short, qualified in sorted(owners.items()):
+        if short in BUILTIN_COMMANDS:
+            warnings.append(f"command /{short} of {' and '.join(qualified)} is shadowed in "
+                            f"mol chat by its built-in /{short}: call it "
+                            + " or ".join(f"/{q}" for q in qualified))
         if len(qualified) == 1:
             table.setdefault(short, table[qualified[0]])
         else:

@@ -21,7 +21,9 @@ from pydantic import Field, model_validator
 
 from mol.hcp.adapters import (
     ANSWERING,
+    AdapterCompaction,
     AdapterConfig,
+    CompactionConfig,
     GenUIConfig,
     ModelParams,
     PublicModelConfig,
@@ -56,12 +58,38 @@ from mol.hcp.sections import (
 )
 
 __all__ = [  # the sections defined elsewhere are re-exported: import them from here
-    "ADAPTER_NAME", "ANSWERING", "HCP", "SCHEMA_VERSION", "SEED_ADAPTERS", "AdapterConfig",
-    "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName", "EvolveConfig",
+    "ADAPTER_NAME",
+    "ANSWERING",
+    "HCP",
+    "SCHEMA_VERSION",
+    "SEED_ADAPTERS",
+    "AdapterCompaction",
+    "AdapterConfig",
+    "AdapterName",
+    "BundlesConfig",
+    "CommandHook",
+    "CompactionConfig",
+    "Digest",
+    "EnvVarName",
+    "EvolveConfig",
     "FileRef",
-    "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig", "Model", "ModelParams", "PluginsConfig",
-    "PositiveFloat", "Prompt", "PublicModelConfig", "RouterConfig", "SandboxConfig",
-    "ServingConfig", "SessionConfig", "SkillsConfig", "SummaryConfig", "ToolPolicy",
+    "GenUIConfig",
+    "HookMatcher",
+    "HooksConfig",
+    "MCPServerConfig",
+    "Model",
+    "ModelParams",
+    "PluginsConfig",
+    "PositiveFloat",
+    "Prompt",
+    "PublicModelConfig",
+    "RouterConfig",
+    "SandboxConfig",
+    "ServingConfig",
+    "SessionConfig",
+    "SkillsConfig",
+    "SummaryConfig",
+    "ToolPolicy",
     "ViewsConfig",
 ]
 
@@ -145,6 +173,8 @@ class HCP(Model):
     """The summary hop."""
     views: ViewsConfig = Field(default_factory=ViewsConfig)
     """How each adapter's view shows other adapters' turns."""
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    """How views are kept within their adapters' context windows."""
     model: PublicModelConfig = Field(default_factory=PublicModelConfig)
     """The public model: its name, base and identity prompt."""
     server: ServingConfig = Field(default_factory=ServingConfig)
@@ -167,6 +197,17 @@ class HCP(Model):
     """Session storage."""
     evolve: EvolveConfig = Field(default_factory=EvolveConfig)
     """What ``mol evolve`` may change, and its promotion gate."""
+
+    @model_validator(mode="after")
+    def _compaction_adapters(self) -> HCP:
+        tables = [("compaction", self.compaction)] + [
+            (f"adapters.{name}.compaction", config.compaction)
+            for name, config in self.adapters.items() if config.compaction is not None]
+        for where, table in tables:
+            if table.adapter is not None and table.adapter not in self.adapters:
+                raise ValueError(f"{where}.adapter {table.adapter!r} is not an adapter of "
+                                 f"this artifact ({', '.join(sorted(self.adapters))})")
+        return self
 
     @model_validator(mode="after")
     def _sampling_adapters(self) -> HCP:
@@ -205,6 +246,13 @@ class HCP(Model):
         """The engine's name of an adapter's LoRA (``engine_name``, or the adapter's name)."""
         config = self.adapters.get(adapter)
         return (config.engine_name if config is not None else None) or adapter
+
+    def compaction_for(self, adapter: str) -> CompactionConfig:
+        """``adapter``'s compaction settings: its own table over ``[compaction]``."""
+        own = self.adapters[adapter].compaction
+        if own is None:
+            return self.compaction
+        return self.compaction.model_copy(update=own.model_dump(exclude_none=True))
 
     def summary_adapter(self, answering: str) -> str:
         """The adapter that summarizes a turn ``answering`` answered."""

@@ -70,6 +70,12 @@ class HooksConfig(Model):
     SubagentStop: list[HookMatcher] = Field(default_factory=list)
     """When the turn's summary is handed to the other adapters: may block the hand-off (the
     summary is then kept from them)."""
+    PreCompact: list[HookMatcher] = Field(default_factory=list)
+    """Before an adapter's view is compacted (matcher: ``manual`` or ``auto``): may block the
+    compaction, or add instructions for its summary."""
+    PostCompact: list[HookMatcher] = Field(default_factory=list)
+    """After an adapter's view was compacted (matcher: ``manual`` or ``auto``): sees the
+    sizes before and after; may add nothing."""
 
 
 class SkillsConfig(Model):

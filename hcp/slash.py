@@ -21,6 +21,16 @@ from mol.hcp.claude import Translation, allowed_tools, replace_roots
 KNOWN_FIELDS = ("description", "allowed-tools", "argument-hint")
 """Front-matter fields mol uses."""
 
+BUILTIN_COMMANDS = {
+    "help": "the built-in commands and the artifact's slash commands",
+    "compact": "compact every adapter's view now; the rest of the line is added to the "
+               "compaction's instructions",
+    "clear": "start a new conversation",
+    "context": "how much of each adapter's context window its view takes",
+}
+"""``mol chat``'s own commands: they win over a bundle's command of the same name (which
+stays callable as ``/bundle:name``; the artifact warns of it when it loads)."""
+
 _INVOCATION = re.compile(r"^/([A-Za-z0-9][A-Za-z0-9_.:-]*)(?:\s+(.*))?$", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9])(?![0-9A-Za-z_])")
 _SHELL_LINE = re.compile(r"!`[^`]+`")

@@ -44,3 +44,19 @@ def mol_after_tool_call(call: Any, result: Any, context: Any) -> Any:
     Return ``None`` to keep the result, or a ``ToolResult`` (or string) to
     replace what the model reads. A hook that raises withholds the result.
     """
+
+
+@hookspec
+def mol_before_compaction(adapter: str, trigger: str, instructions: str, context: Any) -> Any:
+    """An adapter's view is about to be compacted (``trigger``: ``manual`` or ``auto``;
+    ``instructions``: what the asker added; ``context``: a ``mol.core.tools.ToolContext``).
+
+    Return ``None`` to let it happen, ``mol.runtime.hooks.Block(reason)`` to keep the view as
+    it is, or a string: more instructions for the compaction's summary.
+    """
+
+
+@hookspec
+def mol_after_compaction(adapter: str, trigger: str, before: int, after: int,
+                         context: Any) -> None:
+    """An adapter's view was compacted from about ``before`` tokens to ``after``."""

@@ -31,7 +31,7 @@ import anyio
 from mol.hcp.files import command_files
 from mol.hcp.schema import CommandHook, HooksConfig
 
-CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "SubagentStart")
+CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "SubagentStart", "PreCompact")
 """Events whose hooks may add context for the model."""
 STOP_EVENTS = ("Stop", "SubagentStop")
 """Events where ``continue: false`` means "stop", not "block"."""

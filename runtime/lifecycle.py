@@ -13,6 +13,9 @@ Stop               the answering adapter is about to end the   block: the adapte
                    turn (``last_assistant_message``)           the reason as an instruction
 SubagentStop       the turn's summary is about to be handed    block: the other adapters do
                    to the other adapters                       not get this summary
+PreCompact         an adapter's view is about to be compacted  block the compaction, or add
+                   (``trigger``: manual/auto)                  instructions for its summary
+PostCompact        an adapter's view was compacted             see the sizes before and after
 =================  =========================================  ===============================
 
 Each function runs the event's hooks, emits a ``hook`` event per decision and
@@ -30,7 +33,8 @@ from mol.runtime.hooks import HookSet, Verdict, run_hooks
 
 Emit = Callable[[ev.Event], Awaitable[None]]
 
-BLOCKABLE = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop")
+BLOCKABLE = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop",
+             "PreCompact")
 """Events a hook can block; at the others a block is reported and ignored."""
 FAIL_CLOSED = ("PreToolUse", "PostToolUse", "UserPromptSubmit")
 """Events where a hook that fails with ``on_error = "block"`` blocks; at ``Stop`` and
@@ -117,3 +121,21 @@ async def subagent_stop(sets: list[HookSet], session_id: str, adapter: str, turn
                            agent_type=adapter, stop_hook_active=False,
                            last_assistant_message=answer, summary=summary)
     return await fire(sets, "SubagentStop", payload, emit, subject=adapter, adapter=adapter)
+
+
+async def pre_compact(sets: list[HookSet], session_id: str, adapter: str, trigger: str,
+                      instructions: str, emit: Emit) -> Verdict:
+    """``PreCompact``: ``trigger`` is ``manual`` (asked for) or ``auto`` (the window filled);
+    ``custom_instructions`` what the asker added. A block keeps the view as it is; a hook's
+    context is added to the compaction's instructions."""
+    payload = base_payload("PreCompact", session_id, trigger=trigger,
+                           custom_instructions=instructions, adapter=adapter)
+    return await fire(sets, "PreCompact", payload, emit, subject=trigger, adapter=adapter)
+
+
+async def post_compact(sets: list[HookSet], session_id: str, adapter: str, trigger: str,
+                       before: int, after: int, emit: Emit) -> Verdict:
+    """``PostCompact``: the sizes of the adapter's view before and after, in tokens."""
+    payload = base_payload("PostCompact", session_id, trigger=trigger, adapter=adapter,
+                           tokens_before=before, tokens_after=after)
+    return await fire(sets, "PostCompact", payload, emit, subject=trigger, adapter=adapter)

@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any
 
 from mol.core import events as ev
+from mol.core.errors import EngineContextLength
 from mol.hcp.schema import AdapterConfig
 from mol.runtime import lifecycle
 from mol.runtime.calls import execute_all
@@ -70,7 +71,7 @@ async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
         budget = cfg.config.max_turn_tokens
         if budget is not None and outcome.tokens >= budget:
             return await _stop(cfg, host, pending, outcome, "token_budget")
-        completion, streamed_ids = await _ask(cfg, host, view + pending, specs, params)
+        view, completion, streamed_ids = await _fitted(cfg, host, view, pending, specs, params)
         params = {k: v for k, v in params.items() if k not in FIRST_STEP_ONLY}
         steps += 1
         outcome.reasoning = completion.reasoning
@@ -159,6 +160,28 @@ async def _stop(cfg: LoopConfig, host: LoopHost, pending: list[dict[str, Any]],
     outcome.answer = f"[mol: stopped after {limit} before the task was finished]"
     await host.commit(pending, answer=outcome.answer)
     return outcome
+
+
+async def _fitted(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
+                  pending: list[dict[str, Any]], specs: list[dict[str, Any]],
+                  params: dict[str, Any]
+                  ) -> tuple[list[dict[str, Any]], Completion, dict[int, str]]:
+    """One model call on ``view + pending``, the view compacted first when the request would
+    not fit the adapter's window; when the engine answers that it did not fit all the same,
+    compacted once more and asked once more. Returns the view the request was made of."""
+    budget = params.get("max_tokens") or 0
+    fitted = await host.fit(view, pending, specs or None, budget)
+    view = view if fitted is None else fitted
+    try:
+        completion, ids = await _ask(cfg, host, view + pending, specs, params)
+    except EngineContextLength:
+        fitted = await host.fit(view, pending, specs or None, budget, overflowed=True)
+        if fitted is None:
+            raise
+        view = fitted
+        completion, ids = await _ask(cfg, host, view + pending, specs, params)
+    host.measured(view + pending, completion.usage)
+    return view, completion, ids
 
 
 async def _ask(cfg: LoopConfig, host: LoopHost, messages: list[dict[str, Any]],

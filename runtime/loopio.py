@@ -73,3 +73,13 @@ class LoopHost(Protocol):
 
     def new_id(self, adapter: str) -> str:
         """The mol id of a new tool call (``call_<adapter>_<hex>``)."""
+
+    async def fit(self, view: list[dict[str, Any]], pending: list[dict[str, Any]],
+                  tools: list[dict[str, Any]] | None, budget: int,
+                  overflowed: bool = False) -> list[dict[str, Any]] | None:
+        """Before a request of ``view + pending``: the engine's new view when the adapter's
+        view had to be compacted to fit its window (``overflowed``: the engine said the
+        request did not fit), else None (``mol.runtime.compaction.fit``)."""
+
+    def measured(self, messages: list[dict[str, Any]], usage: Any) -> None:
+        """The engine's count (``usage``) of the request of ``messages``."""

@@ -34,9 +34,10 @@ class Recorder:
     async def checkpoint(self, conversation: Conversation, record: TurnRecord | None,
                          turn: Any = None, durable: bool = True) -> None:
         """One transaction with the state and ``record`` (and ``turn``'s log, when given:
-        a ``mol.runtime.turn.Turn``)."""
+        a ``mol.runtime.turn.Turn``); without a record (a compaction asked for between
+        turns), the state alone."""
         log = TurnLog(self.hcp_digest, {}, [])
-        if turn is not None:
+        if turn is not None and record is not None:
             if turn is not self._turn:
                 self._turn, self._logged, self._read = turn, [], 0
             events = turn.events
@@ -45,5 +46,5 @@ class Recorder:
             self._read = len(events)
             log = TurnLog(self.hcp_digest, turn.usage.totals(), list(self._logged))
         await self.store.save(conversation, record, log, parent=self.parent,
-                              durable=durable and self.flush)
+                              durable=durable and self.flush, turns=record is not None)
         self.parent = None  # recorded with the first save

@@ -19,6 +19,7 @@ from mol.runtime.engine import Engine, LiteLLMEngine
 from mol.runtime.hooks import ToolHooks
 from mol.runtime.policy import visible
 from mol.runtime.session import Session
+from mol.runtime.windows import Windows
 
 
 class Runtime:
@@ -41,6 +42,8 @@ class Runtime:
         """The command hooks: the artifact's own and those of the bundles in use."""
         self.tool_hooks = ToolHooks.of(plugins.hook)
         """The plugins' hooks around each tool call."""
+        self.windows = Windows(artifact, self.engine)
+        """Each adapter's context window (``mol.runtime.windows``)."""
 
     def session(self, conversation: Any = None, **options: Any) -> Session:
         """A ``Session`` running ``conversation``'s turns (a new conversation when None);

@@ -49,7 +49,8 @@ class Session:
                  observers: Sequence[ev.Observer] = (), approve: Approver | None = None,
                  elicit: Any = None, started: bool = False, engine: Engine | None = None,
                  tool_wrapper: ToolWrapper | None = None,
-                 call_ids: Callable[[str], str] | None = None) -> None:
+                 call_ids: Callable[[str], str] | None = None,
+                 compact_at: int | None = None) -> None:
         self.runtime = runtime
         """The ``Runtime`` whose engine, plugins, toolsets and hooks the turns use."""
         self.artifact = runtime.artifact
@@ -69,9 +70,19 @@ class Session:
         that running it twice records the same bytes."""
         self.current: Turn | None = None
         """The turn running now, or the last one."""
+        self.compact_at = compact_at
+        """Compact a view whose request would take more tokens than this (a client's
+        ``context_management``), besides each adapter's own threshold."""
         self._started = started
         """Whether ``SessionStart`` has run (the server's later requests of a conversation
         pass True: the session goes on in the same server)."""
+
+    def restart(self) -> None:
+        """Go on with a new, empty conversation (``/clear``): its first turn runs
+        ``SessionStart`` again; the old conversation is left as it was."""
+        self.conversation = Conversation()
+        self.current = None
+        self._started = False
 
     async def __aenter__(self) -> Session:
         return self
@@ -165,6 +176,29 @@ class Session:
                    for call_id, content in results.items()]
         return await self._run(turn, cfg, pending)
 
+    async def compact(self, adapter: str | None = None,
+                      instructions: str = "") -> list[ev.Compacted]:
+        """Compact ``adapter``'s view now (every adapter with a view when None), as asked
+        (``/compact``, ``mol sessions compact``, ``POST /v1/responses/compact``): the
+        ``manual`` trigger, whatever the window's fill; ``instructions`` are added to the
+        compaction's prompt. The compactions made (none for a view too short to compact,
+        or when a hook blocked it)."""
+        from mol.runtime import compaction
+
+        doc = self.artifact.doc
+        if adapter is not None and adapter not in doc.adapters:
+            raise ConversationError(f"no adapter {adapter!r} to compact; the artifact "
+                                    f"declares {', '.join(doc.adapter_names)}")
+        names = [adapter] if adapter else [a for a in doc.adapter_names
+                                           if self.conversation.views.get(a)]
+        turn = Turn(self, TurnResult(adapter=adapter or "", answer="", status="compaction"))
+        for name in names:
+            cfg = await self._config(turn, name, None, False, None)
+            turn.adapter = name
+            await compaction.compact(turn, name, "manual", instructions,
+                                     tools=loop.tool_specs(cfg) or None)
+        return [e for e in turn.events if isinstance(e, ev.Compacted)]
+
     def _begin(self, result: TurnResult) -> Turn:
         self.current = Turn(self, result)
         return self.current
@@ -201,7 +235,7 @@ class Session:
         assert record is not None
         before = len(self.conversation.view(adapter))
         try:
-            outcome = await loop.run(cfg, turn, self.conversation.view(adapter), pending)
+            outcome = await loop.run(cfg, turn, self.conversation.engine_view(adapter), pending)
         except BaseException as exc:
             if not (retry and isinstance(exc, EngineAdapterUnavailable)
                     and len(self.conversation.view(adapter)) == before):

@@ -51,6 +51,7 @@ class ScriptedEngine:
         on_request: Callable[[dict[str, Any]], None] | None = None,
         reasoning_parser: str | None = None,
         seed: int | None = None,
+        context_window: int | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
 
@@ -59,12 +60,17 @@ class ScriptedEngine:
         request record after it is logged; ``reasoning_parser`` (the field it
         fills: ``"reasoning_content"`` or ``"reasoning"``) serves the script like a
         reasoning model behind a reasoning parser (docs/scripted-engine.md); ``seed`` drives
-        the stochastic rules (``p``; default: the script's seed, 0).
+        the stochastic rules (``p``; default: the script's seed, 0); ``context_window``
+        (tokens) refuses every longer request with vLLM's 400 and is reported as
+        ``max_model_len`` in ``/v1/models``.
         """
         from mol.runtime.scripted.app import EngineState
 
         if not 0 <= latency < float("inf"):
             raise UsageError(f"latency must be a finite number of seconds >= 0, got {latency}")
+        if context_window is not None and context_window < 1:
+            raise UsageError(f"context_window must be a positive number of tokens, got "
+                             f"{context_window}")
         if reasoning_parser not in REASONING_FIELDS:
             raise UsageError(f"reasoning_parser must be one of {REASONING_FIELDS[1:]} or None, "
                              f"got {reasoning_parser!r}")
@@ -74,7 +80,8 @@ class ScriptedEngine:
         self.host, self.port = host, port
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
-        self._state = EngineState(self.script, latency, self._record, reasoning_parser)
+        self._state = EngineState(self.script, latency, self._record, reasoning_parser,
+                                  context_window)
         self._log: Any = None
         self._stack: ExitStack | None = None
 

@@ -111,3 +111,18 @@ class Turn:
     def new_id(self, adapter: str) -> str:
         """A new tool call's mol id, from the session's issuer."""
         return self.session.call_ids(adapter)
+
+    async def fit(self, view: list[dict[str, Any]], pending: list[dict[str, Any]],
+                  tools: list[dict[str, Any]] | None, budget: int,
+                  overflowed: bool = False) -> list[dict[str, Any]] | None:
+        """The adapter's view compacted when the request would not fit its window."""
+        from mol.runtime import compaction
+
+        return await compaction.fit(self, self.adapter, view, pending, tools, budget,
+                                    overflowed)
+
+    def measured(self, messages: list[dict[str, Any]], usage: Any) -> None:
+        """Keep the engine's count of a request, for the next estimate."""
+        from mol.runtime import compaction
+
+        compaction.measured(self.session, self.adapter, messages, usage)

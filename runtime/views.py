@@ -40,6 +40,11 @@ CONTEXT_HEADER = (
 )
 HOOK_CONTEXT_HEADER = "[Context added by this assistant's hooks.]"
 """Heads the message carrying what hooks added (SessionStart, UserPromptSubmit, SubagentStart)."""
+COMPACTION_HEADER = (
+    "[Context: a summary of the earlier part of this conversation, written when it outgrew "
+    "the context window. The messages after it go on from there.]"
+)
+"""Heads the message that stands for the compacted part of a view (``mol.runtime.compaction``)."""
 
 
 def new_call_id(adapter: str) -> str:
@@ -137,6 +142,12 @@ def shared_messages(entries: Iterable[Any], others: str = "summary") -> list[dic
     return messages
 
 
+def summary_message(summary: str) -> dict[str, Any]:
+    """The message that stands for the compacted part of a view (role ``user``, as the other
+    context messages: a summary of untrusted input gains no system authority)."""
+    return {"role": "user", "content": f"{COMPACTION_HEADER}\n{summary}"}
+
+
 def quote_untrusted(text: str) -> str:
     """The user's turn quoted as untrusted data for the router."""
     safe = text.replace("</untrusted_turn>", "<\\/untrusted_turn>")
@@ -173,6 +184,11 @@ class Conversation:
     turns: list[TurnRecord] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
     """Adapter -> context from ``SessionStart`` hooks not yet in its view."""
+    compactions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Adapter -> its compactions, oldest first: ``{id, at, keep_from, summary, ...}``; the
+    last one decides what the engine sees of the view (``engine_view``)."""
+    measures: dict[str, list[int]] = field(default_factory=dict)
+    """Adapter -> the engine's count of its last request (``mol.runtime.windows.Measure``)."""
 
     revision: int = 0
     """How many times the store saved this conversation (0: never); a save that does not
@@ -183,8 +199,39 @@ class Conversation:
                         for adapter, entries in self.pending.items()}
 
     def view(self, adapter: str) -> list[dict[str, Any]]:
-        """The adapter's messages (empty until its first turn)."""
+        """The adapter's messages (empty until its first turn): every message it ever had,
+        compacted or not; the engine sees ``engine_view``."""
         return self.views.setdefault(adapter, [])
+
+    def engine_view(self, adapter: str) -> list[dict[str, Any]]:
+        """What the engine sees of the adapter's view: the view itself until it is
+        compacted; then its system prompt, the last compaction's summary, and the messages
+        from the first one that compaction kept verbatim on."""
+        view = self.view(adapter)
+        done = self.compactions.get(adapter)
+        if not done:
+            return view
+        last = done[-1]
+        return [view[0], summary_message(last["summary"]), *view[last["keep_from"]:]]
+
+    def compact(self, adapter: str, keep_from: int, summary: str,
+                **facts: Any) -> dict[str, Any]:
+        """Record a compaction of the adapter's view: what the engine sees (``engine_view``)
+        becomes the system prompt, ``summary``, and the messages from index ``keep_from``
+        of the engine's view on. Nothing of the view itself is removed (a fork from an
+        earlier point still has it); the compaction record is returned."""
+        done = self.compactions.setdefault(adapter, [])
+        first = 2 if done else 1  # after the system prompt (and the last summary)
+        if not first <= keep_from <= len(self.engine_view(adapter)):
+            raise ValueError(f"keep_from {keep_from} is outside what can be compacted of the "
+                             f"view of {adapter} ({first}..{len(self.engine_view(adapter))})")
+        # An index of the engine's view, as an index of the view itself.
+        kept = done[-1]["keep_from"] + keep_from - 2 if done else keep_from
+        record = {"id": f"cmp_{secrets.token_hex(8)}", "at": len(self.view(adapter)),
+                  "keep_from": kept, "summary": summary, **facts}
+        done.append(record)
+        self.measures.pop(adapter, None)
+        return record
 
     def begin(self, adapter: str, system_prompt: Callable[[], str], user_text: str,
               others: str = "summary", context: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -241,4 +288,6 @@ class Conversation:
         """Inverse of ``to_dict``."""
         turns = [TurnRecord(**t) for t in data.get("turns", [])]
         return cls(id=data["id"], views=data.get("views", {}), pending=data.get("pending", {}),
-                   turns=turns, notes=data.get("notes", {}), revision=data.get("revision", 0))
+                   turns=turns, notes=data.get("notes", {}),
+                   compactions=data.get("compactions", {}), measures=data.get("measures", {}),
+                   revision=data.get("revision", 0))

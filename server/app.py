@@ -80,6 +80,8 @@ def create_app(config: ServerConfig) -> Any:
     ``LoopbackOnly``)."""
     from mol.genui.web import asset_route
     from mol.server.api.chat import chat_completions
+    from mol.server.api.compact import compact_response
+    from mol.server.api.compaction import secret_for
     from mol.server.api.genui import ui_page
     from mol.server.api.models import model, models, served_models
     from mol.server.api.responses import create_response
@@ -101,6 +103,7 @@ def create_app(config: ServerConfig) -> Any:
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/compact", compact_response, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
@@ -116,6 +119,7 @@ def create_app(config: ServerConfig) -> Any:
     app.state.max_body = config.max_body
     app.state.body_timeout = config.body_timeout
     app.state.keepalive = config.keepalive
+    app.state.compaction_secret = secret_for(config.api_key)
     app.state.models = served_models(config.artifact)
     app.state.adapters = frozenset(config.artifact.doc.adapters)
     app.state.metrics = counts = Metrics()

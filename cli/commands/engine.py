@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    "unless the request turns thinking off")
     p.add_argument("--seed", type=int, default=0, help="seed of the stochastic rules (p = ...; "
                    "default 0)")
+    p.add_argument("--context-window", type=int, metavar="N",
+                   help="every adapter's context window, in tokens: a longer request is refused "
+                   "with vLLM's 400, and /v1/models reports max_model_len = N")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
     p.set_defaults(func=scripted)
 
@@ -63,7 +66,8 @@ def scripted(args: argparse.Namespace) -> int:
     on_request = None if args.quiet else _print_request
     engine = ScriptedEngine(args.script, log_path=args.log, host=args.host, port=args.port,
                             latency=args.latency, on_request=on_request,
-                            reasoning_parser=args.reasoning_parser, seed=args.seed)
+                            reasoning_parser=args.reasoning_parser, seed=args.seed,
+                            context_window=args.context_window)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)

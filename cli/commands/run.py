@@ -111,6 +111,7 @@ async def chat(args: argparse.Namespace) -> int:
     from mol.runtime import start_import
 
     start_import()
+    from mol.cli.commands.chatting import builtin, gauge, run_builtin
     from mol.cli.commands.common import blocking_call, ended_by_signals, stored_session
     from mol.runtime import open_runtime
 
@@ -126,8 +127,8 @@ async def chat(args: argparse.Namespace) -> int:
                         observers=[Progress(interactive)]) as session,
     ):
         if interactive:
-            print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). Ctrl-D to quit.",
-                  file=sys.stderr)
+            print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). /help for commands, "
+                  "Ctrl-D to quit.", file=sys.stderr)
         while True:
             try:
                 line = await blocking_call(_read_turn, interactive)
@@ -135,8 +136,14 @@ async def chat(args: argparse.Namespace) -> int:
                 break
             if not line.strip():
                 continue
+            own = builtin(line)
+            if own is not None:
+                await run_builtin(*own, session, artifact)
+                continue
             result = await session.turn(line.strip())
             print(shown(result.answer, args.raw), flush=True)
+            if interactive:
+                await gauge(session, result.adapter)
     return stopped.exit_code(0)
 
 

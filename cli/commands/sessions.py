@@ -1,4 +1,5 @@
-"""``mol sessions list`` and ``mol sessions show ID``: what the client never sees."""
+"""``mol sessions list``, ``mol sessions show ID``: what the client never sees; ``mol sessions
+compact ID``: compact a stored session's views now."""
 
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _store_arguments(p)
     p.add_argument("session", help="the session id (see 'mol sessions list')")
     p.set_defaults(func=show_session)
+    p = sub.add_parser("compact", help="compact a stored session's views now (its adapters' "
+                       "older messages become a summary; see docs/compaction.md)")
+    _store_arguments(p)
+    p.add_argument("session", help="the session id (see 'mol sessions list')")
+    p.add_argument("--adapter", metavar="NAME", help="compact this adapter's view only "
+                   "(default: every adapter with one)")
+    p.add_argument("--instructions", default="", metavar="TEXT",
+                   help="added to the compaction's prompt")
+    p.add_argument("--engine-url", metavar="URL",
+                   help="the engine (default: $MOL_ENGINE_URL, else the artifact's)")
+    p.set_defaults(func=compact_session)
 
 
 def _store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,4 +85,36 @@ async def show_session(args: argparse.Namespace) -> int:
         for message in view:
             text = message.get("content") or json.dumps(message.get("tool_calls"))
             print(f"  {message['role']:9s} {str(text)[:300]}")
+    return 0
+
+
+async def compact_session(args: argparse.Namespace) -> int:
+    """Compact the stored session's views (holding its lease meanwhile); one line per
+    compaction."""
+    from mol.cli.commands.common import checked_adapter, load_artifact
+    from mol.core.errors import UsageError
+    from mol.runtime import Recorder, new_owner, open_runtime
+    from mol.runtime.sessions import held
+
+    if args.hcp is None:
+        raise UsageError("mol sessions compact needs the artifact the session runs on: "
+                         "pass --hcp FILE or set MOL_HCP")
+    artifact = load_artifact(args.hcp)
+    adapter = checked_adapter(artifact, args.adapter)
+    async with (open_store(args) as store,
+                held(store, args.session, new_owner(), artifact.doc.session.lease)):
+        conversation = await store.load(args.session)
+        recorder = Recorder(store, artifact.digest)
+        async with (open_runtime(artifact, engine_url=args.engine_url) as runtime,
+                    runtime.session(conversation, checkpoint=recorder.checkpoint,
+                                    started=True) as session):
+            done = await session.compact(adapter, args.instructions)
+    if args.json:
+        print(json.dumps([event.to_dict() for event in done], indent=2))
+        return 0
+    for event in done:
+        print(f"{event.adapter}: about {event.tokens_before} -> {event.tokens_after} tokens, "
+              f"{event.kept} messages kept, written by {event.writer} ({event.compaction})")
+    if not done:
+        print("nothing to compact: every view is short, or a PreCompact hook kept it")
     return 0

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mol.runtime.scripted.replies import Answer, AnswerFactory
+from mol.runtime.scripted.replies import Answer, AnswerFactory, prompt_text, tokenize
 from mol.runtime.scripted.requests import ChatRequest, HTTPProblem, parse_body, read_request
 from mol.runtime.scripted.script import Rule, Script
 
@@ -29,8 +29,10 @@ class EngineState:
     """What the app shares across requests: the script, the answer factory and the records."""
 
     def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None],
-                 reasoning_parser: str | None = None) -> None:
+                 reasoning_parser: str | None = None, context_window: int | None = None) -> None:
         self.script = script
+        self.context_window = context_window
+        """Every adapter's context window, in tokens (None: unlimited)."""
         self.latency = latency
         self.on_record = on_record
         self.answers = AnswerFactory(reasoning_parser)
@@ -46,6 +48,18 @@ class EngineState:
         if seconds > 0 and self.stopping is not None:
             with anyio.move_on_after(seconds):
                 await self.stopping.wait()
+
+    def check_window(self, request: ChatRequest) -> None:
+        """vLLM's 400 for a request longer than the context window (the prompt and the reply's
+        budget), before any rule is consulted, as the engine checks it before generating."""
+        if self.context_window is None:
+            return
+        prompt = len(tokenize(prompt_text(request.body)))
+        budget = request.body.get("max_tokens")
+        budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else 1
+        if prompt + budget > self.context_window:
+            raise HTTPProblem(*self.answers.engine_error(request, "context_length",
+                                                         self.context_window))
 
     def answer(self, rule: Rule, request: ChatRequest) -> Answer:
         """The rule's completion, or the HTTPProblem a real engine would give instead."""
@@ -82,8 +96,9 @@ def build_app(state: EngineState) -> Starlette:
 
     async def models(request: Request) -> Response:
         root = f"scripted:{state.script.fingerprint()}"
+        window = {} if state.context_window is None else {"max_model_len": state.context_window}
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine",
-                 "root": root} for name in state.script.adapters]
+                 "root": root, **window} for name in state.script.adapters]
         return JSONResponse({"object": "list", "data": data})
 
     async def health(request: Request) -> Response:
@@ -102,6 +117,7 @@ def build_app(state: EngineState) -> Starlette:
             record["constraint"] = constraint.to_json() if constraint else None
             record["thinking"] = chat_request.thinking
             record["prefill"] = chat_request.prefill
+            state.check_window(chat_request)
             rule = state.script.match(chat_request.adapter, chat_request.text,
                                       constraint is not None, chat_request.system,
                                       chat_request.key)

@@ -66,10 +66,11 @@ class SessionStore(Protocol):
 
     async def save(self, conversation: Conversation, record: TurnRecord | None,
                    log: TurnLog | None = None, parent: str | None = None, *,
-                   durable: bool = True) -> None:
-        """Persist the conversation state and ``record`` (every turn when None) in one
-        transaction, moving ``conversation.revision`` on by one; ``SessionConflict`` when
-        the stored revision is not the one the conversation was loaded at. ``parent``: the
+                   durable: bool = True, turns: bool = True) -> None:
+        """Persist the conversation state and ``record`` (every turn when None; no turn row
+        when ``turns`` is false: the state alone) in one transaction,
+        moving ``conversation.revision`` on by one; ``SessionConflict`` when the stored
+        revision is not the one the conversation was loaded at. ``parent``: the
         session this one was forked from. ``durable=False``: the commit survives the
         process being killed but may be lost with the machine (no flush to disk), until
         the next durable commit, which flushes it too."""

@@ -35,17 +35,22 @@ def load(db: Any, session_id: str, where: str) -> Conversation:
     turns = [_record(r) for r in db.execute(
         f"SELECT {TURN_COLUMNS} FROM turns WHERE session_id = ? ORDER BY idx", (session_id,))]
     return Conversation(id=session_id, views=views, pending=state.get("pending", {}),
-                        turns=turns, notes=state.get("notes", {}), revision=row[1])
+                        turns=turns, notes=state.get("notes", {}),
+                        compactions=state.get("compactions", {}),
+                        measures=state.get("measures", {}), revision=row[1])
 
 
 def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: TurnLog,
-         parent: str | None, stored: dict[str, int]) -> dict[str, int]:
+         parent: str | None, stored: dict[str, int], turns: bool = True) -> dict[str, int]:
     """Write the conversation at ``conversation.revision + 1`` with ``record`` (every turn
-    when None; only ``record`` carries ``log``'s usage and events); returns the stored view
-    lengths. ``SessionConflict`` when another writer moved the revision first."""
+    when None; none when ``turns`` is false; only ``record`` carries ``log``'s usage and
+    events); returns the stored view lengths. ``SessionConflict`` when another writer moved
+    the revision first."""
     now = time.time()
-    state = json.dumps({"pending": conversation.pending, "notes": conversation.notes},
-                       ensure_ascii=False)
+    digest = log.hcp_digest or None
+    state = json.dumps({"pending": conversation.pending, "notes": conversation.notes,
+                        "compactions": conversation.compactions,
+                        "measures": conversation.measures}, ensure_ascii=False)
     revision = conversation.revision
     if revision == 0:
         exists = db.execute("SELECT revision FROM sessions WHERE id = ?",
@@ -55,16 +60,17 @@ def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: Tu
                                   f"{exists[0]}); it was created elsewhere meanwhile")
         db.execute("INSERT INTO sessions (id, created, updated, hcp_digest, parent, state, "
                    "revision) VALUES (?, ?, ?, ?, ?, ?, 1)",
-                   (conversation.id, now, now, log.hcp_digest, parent, state))
+                   (conversation.id, now, now, digest or "", parent, state))
     else:
-        moved = db.execute("UPDATE sessions SET updated = ?, hcp_digest = ?, state = ?, "
-                           "revision = revision + 1 WHERE id = ? AND revision = ?",
-                           (now, log.hcp_digest, state, conversation.id, revision)).rowcount
+        moved = db.execute("UPDATE sessions SET updated = ?, hcp_digest = COALESCE(?, "
+                           "hcp_digest), state = ?, revision = revision + 1 WHERE id = ? AND "
+                           "revision = ?", (now, digest, state, conversation.id,
+                                            revision)).rowcount
         if moved != 1:
             raise SessionConflict(f"session {conversation.id!r} changed elsewhere since "
                                   f"revision {revision}; reload it and retry")
     lengths = _append_messages(db, conversation, stored)
-    for turn in list(conversation.turns) if record is None else [record]:
+    for turn in [] if not turns else [record] if record is not None else conversation.turns:
         turn_log = log if turn is record else TurnLog(log.hcp_digest)
         db.execute(f"INSERT INTO turns (session_id, {TURN_COLUMNS}, hcp_digest, usage, events, "
                    f"updated) VALUES (?, {', '.join('?' * 14)}) ON CONFLICT (session_id, idx) "

@@ -144,15 +144,16 @@ class SQLStore:
 
     async def save(self, conversation: Conversation, record: TurnRecord | None,
                    log: TurnLog | None = None, parent: str | None = None, *,
-                   durable: bool = True) -> None:
+                   durable: bool = True, turns: bool = True) -> None:
         """Persist the conversation and ``record`` in one transaction (compare-and-set on
         its revision; only the messages not stored yet are written); ``durable`` as in
         ``SessionStore.save``."""
         # A new session has nothing stored; a known one, what this process wrote or read.
         known = (dict(self._stored.get(conversation.id, {})) if conversation.revision
                  else dict.fromkeys(conversation.views, 0))
-        lengths = await self._call(self._tx if durable else self._lazy_tx, rows.save, conversation, record, log or TurnLog(),
-                                   parent, known)
+        lengths = await self._call(self._tx if durable else self._lazy_tx, rows.save,
+                                   conversation, record, log or TurnLog(), parent, known,
+                                   turns)
         self._stored[conversation.id] = lengths
         conversation.revision += 1
 

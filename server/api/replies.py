@@ -37,7 +37,9 @@ Outcome = ev.Answered | ev.ClientToolsRequested | ApiError | TurnCancelled
 """How a turn ends, as a reply sees it (a failure already in the client's words, but a
 cancellation, which a Responses reply renders as a response)."""
 Delta = ev.ReasoningDelta | ev.TextDelta | ev.ToolCallDelta
-Item = Delta | Outcome | KeepAlive
+Compaction = ev.Compacting | ev.Compacted
+"""A view compacted during the turn (a Responses reply shows it)."""
+Item = Delta | Compaction | Outcome | KeepAlive
 
 
 
@@ -47,6 +49,9 @@ class Reply:
     id_prefix = "reply-"
     renders_cancelled = False
     """A cancelled turn is an outcome this API renders (a Responses object), not an error."""
+    shows_compaction = False
+    """Compactions during the turn are items this API shows (the Responses ``compaction``
+    item), passed on as they happen."""
 
     def __init__(self, model: str, job: Job) -> None:
         self.model, self.job = model, job
@@ -64,6 +69,8 @@ class Reply:
         """Seconds of quiet after which a stream sends a keep-alive comment."""
         self.finished = False
         """The reply reached its end (a stream cut short by the client has not)."""
+        self.compactions = 0
+        """Views compacted during the turn so far."""
 
     def headers(self) -> dict[str, str]:
         """``x-mol-adapter`` and ``x-mol-route``, once the route is known."""
@@ -97,6 +104,10 @@ class Reply:
                 self.adapter, self.route = item.adapter, item.how
             elif isinstance(item, Delta) and stream:
                 yield item
+            elif isinstance(item, Compaction) and self.shows_compaction:
+                self.compactions += isinstance(item, ev.Compacted)
+                if stream:
+                    yield item
             elif isinstance(item, ev.Answered | ev.ClientToolsRequested):
                 self.usage = self.job.usage or self.usage
                 yield item

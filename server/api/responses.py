@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from mol.core import events as ev
 from mol.core.errors import TurnCancelled
+from mol.server.api.compaction import continued, seal, threshold
 from mol.server.api.genui import response_item
 from mol.server.api.inputs import (
     ClientTools,
@@ -33,6 +34,7 @@ from mol.server.api.inputs import (
     responses_tools,
 )
 from mol.server.api.messages import fingerprint, resolve_model, split
+from mol.server.api.output import OutputStream
 from mol.server.api.params import responses_params
 from mol.server.api.replies import Item, Outcome, Reply, respond
 from mol.server.http.bodies import field, read_json
@@ -49,46 +51,69 @@ async def create_response(request: Request) -> Response:
     """The route: validate, start the turn, answer (a response object or its events)."""
     state = request.app.state
     body = await read_json(request, state.max_body)
+    turn, facts = turn_request(body, state)
+    reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
+                          await state.runner.start(turn), turn.handle, facts["tools"],
+                          facts["transcript"], state.compaction_secret)
+    return await respond(reply, turn.stream, reply.complete_response, reply.events,
+                         state.keepalive)
+
+
+def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False
+                 ) -> tuple[TurnRequest, dict[str, Any]]:
+    """The turn a Responses request body asks for (``compact``: a compaction of the
+    conversation it continues, ``POST /v1/responses/compact``), and what its reply needs:
+    the client's ``tools`` and the ``transcript`` the input replays (None when chained)."""
     adapter = resolve_model(body, state.models, required=False)
     if body.get("conversation") is not None:
         raise ApiError(400, "'conversation' is not supported: chain responses with "
                        "'previous_response_id', or send the whole input", param="conversation")
+    body, compacted = continued(body, state.compaction_secret)
     previous = field(body, "previous_response_id", str)
     store = field(body, "store", bool, default=True)
     stream = field(body, "stream", bool, default=False)
     instructions = field(body, "instructions", str)
     tools = responses_tools(body)
+    if compact and body.get("input") is None:  # the chained conversation alone
+        body = {**body, "input": []}
     messages, fields = input_messages(body, tools)
-    history, text, results, named = split(messages, state.adapters, "input", fields)
-    if previous is not None and history:
-        raise ApiError(400, "with 'previous_response_id', 'input' holds only the new user "
-                       "message or function_call_output items", param="input")
+    if compact:  # every item is the conversation to compact: no new turn
+        history, text, results, named = messages, None, None, {}
+    else:
+        history, text, results, named = split(messages, state.adapters, "input", fields)
+    chained = previous if previous is not None else compacted
+    if chained is not None and history:
+        raise ApiError(400, "with 'previous_response_id' or a compaction item, 'input' holds "
+                       "only the new user message or function_call_output items",
+                       param="input")
     opening = [{"role": "system", "content": instructions}] if instructions else []
     seed = opening + history
     # Unchained, the input replays the conversation so far: its transcript names the point.
-    key = previous if previous is not None else (
+    key = chained if chained is not None else (
         fingerprint(seed, "resp") if history else None)
-    response_id = "resp_" + secrets.token_hex(16)
     turn = TurnRequest(text=text, tool_results=results, result_fields=named, where="input",
-                       key=key, key_required=previous is not None, seed=seed,
+                       key=key, key_required=chained is not None, seed=seed,
                        seed_fields=["instructions"] * len(opening) + fields[:len(history)],
                        adapter=adapter, client_tools=tools.tools, stream=stream,
-                       persist=store, params=responses_params(body), handle=response_id)
-    reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
-                          await state.runner.start(turn), response_id, tools,
-                          None if previous is not None else [*opening, *messages])
-    return await respond(reply, stream, reply.complete_response, reply.events,
-                         state.keepalive)
+                       persist=store or compact, params=responses_params(body),
+                       handle="resp_" + secrets.token_hex(16), compact=compact,
+                       compact_at=threshold(body))
+    transcript = None if chained is not None else [*opening, *messages]
+    return turn, {"tools": tools, "transcript": transcript}
 
 
 class ResponseReply(Reply):
     """Turns a job's events into a Responses API object or its event stream."""
 
     renders_cancelled = True
+    shows_compaction = True
 
     def __init__(self, body: dict[str, Any], job: Job, response_id: str,
-                 tools: ClientTools, transcript: list[dict[str, Any]] | None) -> None:
+                 tools: ClientTools, transcript: list[dict[str, Any]] | None,
+                 secret: bytes = b"") -> None:
         super().__init__(body["model"], job)
+        self.secret = secret
+        """Seals the ``compaction`` items of a turn that compacted (``mol.server.api.compaction``)."""
         self.body = body
         self.id = response_id
         self.tools = tools
@@ -168,13 +193,21 @@ class ResponseReply(Reply):
             return self.obj("cancelled", [])
         if isinstance(outcome, ApiError):
             raise outcome
-        output = ([self.reasoning_item("rs_" + secrets.token_hex(12), outcome.reasoning)]
-                  if outcome.reasoning else [])
+        output = [self.compaction_item() for _ in range(self.compactions)]
+        if outcome.reasoning:
+            output.append(self.reasoning_item("rs_" + secrets.token_hex(12), outcome.reasoning))
         if isinstance(outcome, ev.ClientToolsRequested):
             return await self.finish_response([*output,
                                                *(self.call_item(c) for c in outcome.calls)])
         return await self.finish_response([*output, self.message_item(outcome.text),
                                            *self.genui_items()])
+
+    def compaction_item(self, item_id: str | None = None,
+                        done: bool = True) -> dict[str, Any]:
+        """A ``compaction`` output item: its token continues the conversation from where
+        this response ends (``mol.server.api.compaction``)."""
+        return {"type": "compaction", "id": item_id or "cmp_" + secrets.token_hex(12),
+                "encrypted_content": seal(self.secret, self.id) if done else ""}
 
     def genui_items(self) -> list[dict[str, Any]]:
         """The ``mol.genui`` output item, when the turn checked generated UI."""
@@ -199,7 +232,7 @@ class ResponseReply(Reply):
     async def _events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         yield self.event("response.created", response=self.obj("in_progress", []))
         yield self.event("response.in_progress", response=self.obj("in_progress", []))
-        stream = _OutputStream(self)
+        stream = OutputStream(self)
         item: Item | None = first
         while item is not None:
             if isinstance(item, KeepAlive):
@@ -217,6 +250,11 @@ class ResponseReply(Reply):
             if isinstance(item, ev.ReasoningDelta):
                 for piece in stream.reasoning(item.text):
                     yield piece
+            elif isinstance(item, ev.Compacting | ev.Compacted):
+                for piece in stream.compaction(item):
+                    yield piece
+                item = await anext(rest, None)
+                continue
             text = (item.text if isinstance(item, ev.TextDelta) else
                     item.text if isinstance(item, ev.Answered) and not stream.text else "")
             for piece in stream.text_delta(text) if text else ():
@@ -228,97 +266,3 @@ class ResponseReply(Reply):
                 yield self.event("response.completed", response=final)
                 break
             item = await anext(rest, None)
-
-
-class _OutputStream:
-    """The output items of one streamed response as they open, grow and close: reasoning
-    items (one per run of reasoning), the message, then the client's function calls."""
-
-    def __init__(self, reply: ResponseReply) -> None:
-        self.reply = reply
-        self.items: list[dict[str, Any]] = []
-        """Output items in ``output_index`` order (completed ones in their final form)."""
-        self.text: list[str] = []
-        self.message_index: int | None = None
-        self.thought: tuple[int, list[str]] | None = None
-        """The open reasoning item: its index and its text so far."""
-
-    def output(self) -> list[dict[str, Any]]:
-        """The completed output items."""
-        return list(self.items)
-
-    def _open(self, item: dict[str, Any]) -> tuple[int, bytes]:
-        self.items.append(item)
-        index = len(self.items) - 1
-        return index, self.reply.event("response.output_item.added", output_index=index,
-                                       item=item)
-
-    def reasoning(self, delta: str) -> list[bytes]:
-        pieces = []
-        if self.thought is None:
-            index, added = self._open(self.reply.reasoning_item(
-                "rs_" + secrets.token_hex(12), "", "in_progress"))
-            self.thought, pieces = (index, []), [added]
-        index, parts = self.thought
-        parts.append(delta)
-        pieces.append(self.reply.event("response.reasoning_text.delta",
-                                       item_id=self.items[index]["id"], output_index=index,
-                                       content_index=0, delta=delta))
-        return pieces
-
-    def _close_reasoning(self) -> list[bytes]:
-        if self.thought is None:
-            return []
-        index, parts = self.thought
-        self.thought = None
-        item_id, text = self.items[index]["id"], "".join(parts)
-        self.items[index] = done = self.reply.reasoning_item(item_id, text)
-        return [self.reply.event("response.reasoning_text.done", item_id=item_id,
-                                 output_index=index, content_index=0, text=text),
-                self.reply.event("response.output_item.done", output_index=index, item=done)]
-
-    def text_delta(self, delta: str) -> list[bytes]:
-        reply, pieces = self.reply, self._close_reasoning()
-        if self.message_index is None:
-            self.message_index, added = self._open(reply.message_item("", "in_progress"))
-            part = {"type": "output_text", "text": "", "annotations": []}
-            pieces += [added, reply.event("response.content_part.added",
-                                          item_id=reply.message_id,
-                                          output_index=self.message_index, content_index=0,
-                                          part=part)]
-        self.text.append(delta)
-        pieces.append(reply.event("response.output_text.delta", item_id=reply.message_id,
-                                  output_index=self.message_index, content_index=0,
-                                  delta=delta, logprobs=[]))
-        return pieces
-
-    def close(self, outcome: ev.Answered | ev.ClientToolsRequested) -> list[bytes]:
-        reply, pieces = self.reply, self._close_reasoning()
-        if self.message_index is not None:
-            index, text = self.message_index, "".join(self.text)
-            part = {"type": "output_text", "text": text, "annotations": []}
-            self.items[index] = done = reply.message_item(text)
-            pieces += [
-                reply.event("response.output_text.done", item_id=reply.message_id,
-                            output_index=index, content_index=0, text=text, logprobs=[]),
-                reply.event("response.content_part.done", item_id=reply.message_id,
-                            output_index=index, content_index=0, part=part),
-                reply.event("response.output_item.done", output_index=index, item=done)]
-        calls = outcome.calls if isinstance(outcome, ev.ClientToolsRequested) else []
-        for item in [] if calls else reply.genui_items():
-            index, added = self._open(item)
-            pieces += [added, reply.event("response.output_item.done", output_index=index,
-                                          item=item)]
-        for call in calls:
-            done = reply.call_item(call)
-            index, added = self._open(reply.call_item(call, "", "in_progress"))
-            self.items[index] = done
-            pieces += [
-                added,
-                reply.event("response.function_call_arguments.delta", item_id=done["id"],
-                            output_index=index, delta=done["arguments"]),
-                reply.event("response.function_call_arguments.done", item_id=done["id"],
-                            output_index=index, arguments=done["arguments"],
-                            name=done["name"]),
-                reply.event("response.output_item.done", output_index=index, item=done)]
-        return pieces

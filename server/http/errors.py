@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse
 
 from mol.core.errors import (
     AnswerEnded,
+    ContextTooLong,
     ConversationError,
     EngineAdapterUnavailable,
     EngineConnectionError,
@@ -72,6 +73,8 @@ def api_error(exc: BaseException, where: str | None = None) -> ApiError:
     message = str(exc)
     if isinstance(exc, AnswerEnded):
         return ApiError(409, message, param=exc.field, code="elicitation_ended")
+    if isinstance(exc, ContextTooLong):
+        return ApiError(400, message, param=exc.field or where, code="context_length_exceeded")
     if isinstance(exc, ConversationError):
         return ApiError(400, message, param=exc.field or where)
     if isinstance(exc, SessionNotFound):

@@ -50,6 +50,11 @@ class TurnRequest:
     elicit: bool = False
     """The client declared the ``mcp_elicitation`` tool: MCP servers' requests for input
     reach it (``mol.server.turns.elicitation``)."""
+    compact: bool = False
+    """Compact the conversation's views instead of running a turn."""
+    compact_at: int | None = None
+    """Compact a view whose request would take more tokens than this (the client's
+    ``context_management``), besides the artifact's threshold."""
 
 
 class KeepAlive:

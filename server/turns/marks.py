@@ -6,7 +6,8 @@ that continues from the conversation's current point (or from a point followed
 only by interrupted turns) continues it in place; one that continues from an
 older point (a regenerated answer, an edited message, an older
 ``previous_response_id``) forks a new conversation cut at that point: exact,
-with no replay and the prefix cache still valid for the shared part.
+with no replay and the prefix cache still valid for the shared part. A fork keeps the
+compactions its point had, and none made after it.
 
 A reply names the point where it ends (a response id, the fingerprint of the transcript it
 completes) as soon as its answer is known (``Job.ends_at``), before the summary hop ends
@@ -28,10 +29,11 @@ from mol.server.turns.jobs import Job
 
 
 def mark_of(conversation: Conversation) -> dict[str, Any]:
-    """The current point of ``conversation``."""
+    """The current point of ``conversation`` (its views' lengths and compactions)."""
     return {"lengths": {a: len(v) for a, v in conversation.views.items()},
             "pending": copy.deepcopy(conversation.pending),
-            "turns": len(conversation.turns)}
+            "turns": len(conversation.turns),
+            "compactions": {a: len(c) for a, c in conversation.compactions.items() if c}}
 
 
 def continues_in_place(conversation: Conversation, mark: dict[str, Any]) -> bool:
@@ -52,8 +54,12 @@ def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
     views = copy.deepcopy({a: conversation.views.get(a, [])[:n]
                            for a, n in mark["lengths"].items()})
     turns = [replace(t, tools=list(t.tools)) for t in conversation.turns[:mark["turns"]]]
+    counts = mark.get("compactions") or {}  # a mark from before compaction existed: none
+    compactions = {a: copy.deepcopy(done[:counts[a]])
+                   for a, done in conversation.compactions.items() if counts.get(a)}
     return Conversation(id="conv_" + secrets.token_hex(8), views=views,
-                        pending=copy.deepcopy(mark["pending"]), turns=turns)
+                        pending=copy.deepcopy(mark["pending"]), turns=turns,
+                        compactions=compactions)
 
 
 UNANSWERED = "[no result: the client went on without returning this tool call's result]"

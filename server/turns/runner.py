@@ -274,6 +274,9 @@ class Runner:
         request = job.request
         async with self.resources.using(conversation.id) as resources:
             session = self._session(conversation, job, resources)
+            if request.compact:
+                await session.compact()
+                return TurnResult(adapter="", answer="", status="compacted")
             if request.tool_results is not None:
                 return await session.submit_tool_results(
                     request.tool_results, client_tools=request.client_tools,
@@ -296,6 +299,7 @@ class Runner:
         session = job.flight.session = self.runtime.session(
             conversation, checkpoint=recorder.checkpoint if job.request.persist else None,
             resources=resources, started=bool(conversation.turns),
-            elicit=partial(self.elicitations.ask, job), observers=observers)
+            elicit=partial(self.elicitations.ask, job), observers=observers,
+            compact_at=job.request.compact_at)
         session.observers.append(job.observe)
         return session

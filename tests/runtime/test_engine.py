@@ -100,6 +100,21 @@ error = { status = 400, message = "LoRA adapter L3 is not loaded" }
     assert [r["adapter"] for r in served.requests] == ["L2", "workspace_agent", "L3"]
 
 
+@pytest.mark.parametrize("words", [
+    # SGLang
+    "The input (2300 tokens) is longer than the model's context length (2048 tokens).",
+    # llama.cpp's server
+    "the request exceeds the available context size, try increasing it",
+])
+async def test_sglang_and_llama_cpp_word_a_context_overflow_their_own_way(words):
+    script = f"[[L2]]\nerror = {{ status = 400, message = {words!r} }}\n"
+    async with ScriptedEngine.serve(script) as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=2)
+        with pytest.raises(EngineContextLength):
+            await engine.complete("L2", [{"role": "user", "content": "hi"}])
+    assert len(served.requests) == 1  # not retried: compaction, not a retry, answers it
+
+
 async def test_extra_fields_and_reasoning_travel_through_litellm():
     script = '[[L0]]\nreasoning = "thinking it over"\nreply = "L1"\n'
     async with ScriptedEngine.serve(script, reasoning_parser="reasoning") as served:
