@@ -206,6 +206,14 @@ class RecordingEngine:
         record["reply"] = reply_record(completion)
         return completion
 
+    async def models(self) -> list[dict[str, Any]] | None:
+        """The inner engine's model list (the adapters' windows come from it), recorded so a
+        replay sizes the windows the same way."""
+        listing = getattr(self.inner, "models", None)
+        found = await listing() if listing is not None else None
+        self.recorder.add({"kind": "models", "data": found})
+        return found
+
 
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()

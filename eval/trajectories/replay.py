@@ -106,9 +106,16 @@ class _State:
 class ReplayEngine:
     """An ``Engine`` answering from a recording, as long as the requests are the same."""
 
-    def __init__(self, state: _State, artifact: Any) -> None:
+    def __init__(self, state: _State, artifact: Any,
+                 models: list[dict[str, Any]] | None = None) -> None:
         self.state = state
         self.artifact = artifact
+        self.listed = models
+        """The engine's model list as the episode recorded it (the adapters' windows)."""
+
+    async def models(self) -> list[dict[str, Any]] | None:
+        """The recorded model list: the windows are sized as they were."""
+        return self.listed
 
     async def complete(self, adapter: str, messages: list[dict[str, Any]], *,
                        tools: list[dict[str, Any]] | None = None,
@@ -250,7 +257,9 @@ async def replay_episode(trajectory: Trajectory, artifact: Any,
     state = _State(exchanges)
     resources = Resources()
     await resources.get(RESOURCE, lambda: contextlib.nullcontext(_NoSandbox()))
-    runtime = Runtime(artifact, engine=ReplayEngine(state, artifact), plugins=plugins,
+    listed = trajectory.of("models")
+    engine = ReplayEngine(state, artifact, listed[0].get("data") if listed else None)
+    runtime = Runtime(artifact, engine=engine, plugins=plugins,
                       toolsets=[RecordedToolset(trajectory, state, artifact)])
     try:
         async with runtime.session(resources=resources, call_ids=numbered_ids(),

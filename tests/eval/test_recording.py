@@ -158,3 +158,68 @@ def test_mcp_calls_and_hook_verdicts_are_recorded_and_replayed_without_the_serve
     assert (result.divergence.request, result.divergence.where) == (
         2, "adapters.L1.mcp_servers")
     assert "no tools of ['other']" in result.divergence.diff
+
+
+COMPACTING = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L1"
+[[L0]]
+constrained = false
+times = -1
+reply = "Summary."
+[[L1]]
+when = "conversation is about to be shortened"
+times = -1
+reply = "Summary: counted to 200, several times."
+[[L1]]
+when = "^Count"
+tool_calls = [{ name = "terminal", arguments = { command = "seq 1 200" } }]
+[[L1]]
+when = "^1\\\\n2\\\\n"
+times = 7
+tool_calls = [{ name = "terminal", arguments = { command = "seq 1 200" } }]
+[[L1]]
+times = -1
+reply = "Counted."
+"""
+
+
+@pytest.mark.docker
+def test_a_compaction_mid_turn_is_recorded_and_replayed(tmp_path: Path) -> None:
+    folder = write_task(tmp_path / "suite", "count", test=PASS,
+                        instruction="Count to 200 eight times.\n")
+    hcp = tmp_path / "mol.toml"
+    hcp.write_text(hcp_text("""
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+max_retries = 0
+[adapters.L1]
+prompt = "You act."
+tools.allow = ["terminal"]
+max_steps = 20
+"""))
+    artifact = load(hcp)
+
+    async def run() -> list[str]:
+        async with ScriptedEngine.serve(COMPACTING, context_window=2048) as engine:
+            episode = await run_episode(load_task(folder), artifact, engine=LiteLLMEngine
+                                        .from_artifact(artifact, engine.base_url))
+            assert all(r["status"] == 200 for r in engine.requests)
+        assert (episode.outcome, episode.error) == ("pass", "")
+        return episode.lines or []
+
+    trajectory = parse(anyio.run(run))
+    kinds = [r["event"]["type"] for r in trajectory.of("event")]
+    assert "compacting" in kinds and "compaction" in kinds
+    [listed] = trajectory.of("models")
+    assert {m["max_model_len"] for m in listed["data"]} == {2048}
+    asked = [r for r in trajectory.of("engine")
+             if "conversation is about to be shortened" in str(r["request"]["messages"][-1:])]
+    assert asked
+
+    from mol.eval.trajectories.replay import replay_episode
+
+    same = anyio.run(replay_episode, trajectory, artifact)
+    assert same.verdict == "identical" and same.requests == same.recorded

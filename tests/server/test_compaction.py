@@ -179,3 +179,29 @@ def test_context_management_compacts_mid_conversation_and_the_stream_says_so(tmp
     assert final.status == "completed" and final.output[0].type == "compaction"
     assert kinds.index("response.compaction.compacting") < kinds.index(
         "response.output_text.delta")
+
+
+def test_a_fork_from_before_a_compaction_keeps_the_view_it_had(tmp_path):
+    with ScriptedEngine.serve(SCRIPT, context_window=WINDOW) as engine, \
+            serve_app(tmp_path, engine.base_url, hcp=HCP) as served:
+        client = served.client()
+        texts = turns(10)[5:]  # five hellos, all on L0
+        first = client.responses.create(model="mol", input=texts[0])
+        second = client.responses.create(model="mol", input=texts[1],
+                                         previous_response_id=first.id)
+        compacted = client.responses.compact(model="mol", previous_response_id=second.id)
+        item = compacted.output[-1]
+        client.responses.create(model="mol", input=[
+            {"type": "compaction", "encrypted_content": item.encrypted_content},
+            {"role": "user", "content": "hello after"}])
+        before = len(engine.requests)
+        forked = client.responses.create(model="mol", input="hello from the fork",
+                                         previous_response_id=second.id)
+        assert forked.status == "completed"
+    asked = [r["body"]["messages"] for r in engine.requests[before:]
+             if r["adapter"] == "L0" and r["body"]["messages"][-1]["content"]
+             == "hello from the fork"]
+    # The fork's view: both earlier turns verbatim, no summary of them.
+    assert [m["content"] for m in asked[0] if m["role"] == "user"][:2] == texts[:2]
+    assert not any("a summary of the earlier part" in (m["content"] or "")
+                   for m in asked[0])
