@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from mol.hcp.adapters import (
     ANSWERING,
+    PUBLIC_MODEL,
     AdapterConfig,
     GenUIConfig,
     ModelParams,
@@ -59,7 +60,8 @@ __all__ = [  # the sections defined elsewhere are re-exported: import them from 
     "ADAPTER_NAME", "ANSWERING", "HCP", "SCHEMA_VERSION", "SEED_ADAPTERS", "AdapterConfig",
     "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName", "EvolveConfig",
     "FileRef",
-    "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig", "Model", "ModelParams", "PluginsConfig",
+    "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig", "Model", "ModelParams",
+    "PUBLIC_MODEL", "PluginsConfig",
     "PositiveFloat", "Prompt", "PublicModelConfig", "RouterConfig", "SandboxConfig",
     "ServingConfig", "SessionConfig", "SkillsConfig", "SummaryConfig", "ToolPolicy",
     "ViewsConfig",
@@ -167,6 +169,16 @@ class HCP(Model):
     """Session storage."""
     evolve: EvolveConfig = Field(default_factory=EvolveConfig)
     """What ``mol evolve`` may change, and its promotion gate."""
+
+    @model_validator(mode="after")
+    def _alias_targets(self) -> HCP:
+        served = {PUBLIC_MODEL, self.model.name, *self.adapters}
+        for name, target in self.server.model_aliases.items():
+            if target not in served:
+                raise ValueError(f"server.model_aliases[{name!r}] = {target!r} is neither the "
+                                 f"public model ({self.model.name!r}, or {PUBLIC_MODEL!r}) nor "
+                                 f"an adapter ({', '.join(sorted(self.adapters))})")
+        return self
 
     @model_validator(mode="after")
     def _sampling_adapters(self) -> HCP:
