@@ -57,14 +57,12 @@ from mol.hcp.sections import (
 )
 
 __all__ = [  # the sections defined elsewhere are re-exported: import them from here
-    "ADAPTER_NAME", "ANSWERING", "HCP", "SCHEMA_VERSION", "SEED_ADAPTERS", "AdapterConfig",
-    "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName", "EvolveConfig",
-    "FileRef",
-    "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig", "Model", "ModelParams",
-    "PUBLIC_MODEL", "PluginsConfig",
-    "PositiveFloat", "Prompt", "PublicModelConfig", "RouterConfig", "SandboxConfig",
-    "ServingConfig", "SessionConfig", "SkillsConfig", "SummaryConfig", "ToolPolicy",
-    "ViewsConfig",
+    "ADAPTER_NAME", "ANSWERING", "HCP", "PUBLIC_MODEL", "SCHEMA_VERSION", "SEED_ADAPTERS",
+    "AdapterConfig", "AdapterName", "BundlesConfig", "CommandHook", "Digest", "EnvVarName",
+    "EvolveConfig", "FileRef", "GenUIConfig", "HookMatcher", "HooksConfig", "MCPServerConfig",
+    "Model", "ModelParams", "PluginsConfig", "PositiveFloat", "Prompt", "PublicModelConfig",
+    "RouterConfig", "SandboxConfig", "ServingConfig", "SessionConfig", "SkillsConfig",
+    "SummaryConfig", "ToolPolicy", "ViewsConfig",
 ]
 
 SCHEMA_VERSION = 2
