@@ -5,7 +5,8 @@ Routes: ``GET /health`` (no auth, ``http.health``), ``GET /metrics`` (``http.met
 ``GET /v1/models`` and ``GET /v1/models/{id}`` (``api.models``), ``POST
 /v1/chat/completions`` (``api.chat``), ``POST /v1/messages`` and ``POST
 /v1/messages/count_tokens`` (``api.anthropic``), ``POST /v1/responses`` (``api.responses``),
-``GET`` and ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items`` and
+``GET /v1/responses`` upgraded to a WebSocket (``api.sockets``), ``GET`` and ``DELETE
+/v1/responses/{id}``, ``GET /v1/responses/{id}/input_items`` and
 ``POST /v1/responses/{id}/cancel`` (``api.stored``), ``GET /ui/{id}`` (the preview of a
 response's generated UI, ``api.genui``) and its modules under ``/ui/assets/`` (no auth:
 static files). Clients see one model, the artifact's ``[model] name``; the adapters too
@@ -30,7 +31,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from mol.core.errors import MolError
 from mol.hcp.loader import Artifact
@@ -87,6 +88,7 @@ def create_app(config: ServerConfig) -> Any:
     from mol.server.api.genui import ui_page
     from mol.server.api.models import ServedModels, model, models
     from mol.server.api.responses import create_response
+    from mol.server.api.sockets import responses_socket
     from mol.server.api.stored import (
         cancel_response,
         delete_response,
@@ -107,6 +109,7 @@ def create_app(config: ServerConfig) -> Any:
         Route("/v1/messages", create_message, methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
+        WebSocketRoute("/v1/responses", responses_socket),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),

@@ -16,7 +16,7 @@ adapters' prefix caches.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -32,7 +32,7 @@ from mol.server.api.inputs import (
     item_messages,
     responses_tools,
 )
-from mol.server.api.messages import fingerprint, resolve_model, split
+from mol.server.api.messages import fingerprint, split
 from mol.server.api.params import responses_params
 from mol.server.api.replies import Item, Outcome, Reply, respond
 from mol.server.http.bodies import field, read_json
@@ -48,8 +48,17 @@ response object clients read never shows it."""
 async def create_response(request: Request) -> Response:
     """The route: validate, start the turn, answer (a response object or its events)."""
     state = request.app.state
-    body = await read_json(request, state.max_body)
-    adapter = resolve_model(body, state.models, required=False)
+    reply = await start_response(state, await read_json(request, state.max_body))
+    return await respond(reply, reply.stream, reply.complete_response, reply.events,
+                         state.keepalive)
+
+
+async def start_response(state: Any, body: dict[str, Any],
+                         follows: Job | None = None) -> ResponseReply:
+    """Check a Responses body and start its turn (over HTTP or a WebSocket); its reply.
+    ``follows``: the job of the response ``previous_response_id`` names when the client's
+    connection keeps it in memory."""
+    adapter = state.models.resolve(body, required=False)
     if body.get("conversation") is not None:
         raise ApiError(400, "'conversation' is not supported: chain responses with "
                        "'previous_response_id', or send the whole input", param="conversation")
@@ -66,19 +75,18 @@ async def create_response(request: Request) -> Response:
     opening = [{"role": "system", "content": instructions}] if instructions else []
     seed = opening + history
     # Unchained, the input replays the conversation so far: its transcript names the point.
-    key = previous if previous is not None else (
+    key = None if follows is not None else previous if previous is not None else (
         fingerprint(seed, "resp") if history else None)
     response_id = "resp_" + secrets.token_hex(16)
     turn = TurnRequest(text=text, tool_results=results, result_fields=named, where="input",
-                       key=key, key_required=previous is not None, seed=seed,
+                       key=key, key_required=key is not None and key == previous, seed=seed,
+                       follows=follows,
                        seed_fields=["instructions"] * len(opening) + fields[:len(history)],
                        adapter=adapter, client_tools=tools.tools, stream=stream,
                        persist=store, params=responses_params(body), handle=response_id)
-    reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
-                          await state.runner.start(turn), response_id, tools,
-                          None if previous is not None else [*opening, *messages])
-    return await respond(reply, stream, reply.complete_response, reply.events,
-                         state.keepalive)
+    return ResponseReply({**body, "model": body.get("model") or state.models.public},
+                         await state.runner.start(turn), response_id, tools,
+                         None if previous is not None else [*opening, *messages])
 
 
 class ResponseReply(Reply):
@@ -95,8 +103,14 @@ class ResponseReply(Reply):
         self.transcript = transcript
         """The conversation the request replays (``instructions`` and input as messages),
         or None when it is chained by ``previous_response_id``."""
+        self.stream = body.get("stream") is True
         self.sequence = 0
         self.message_id = "msg_" + secrets.token_hex(12)
+        self.completed: dict[str, Any] | None = None
+        """The completed response object, once it is known."""
+        self.encode: Callable[[dict[str, Any]], bytes] = lambda data: sse(
+            data, event=data["type"])
+        """How one streaming event goes out: a server-sent event, or a WebSocket message."""
         job.render = lambda status: self.obj(status, [])
 
     def obj(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
@@ -153,7 +167,7 @@ class ResponseReply(Reply):
     async def finish_response(self, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The completed object, stored (and its point named, by its id and by the
         transcript it ends) unless ``store`` is false."""
-        final = self.obj("completed", output)
+        final = self.completed = self.obj("completed", output)
         if final["store"]:
             aliases = () if self.transcript is None else (fingerprint(
                 [*self.transcript, *item_messages(output, self.tools, "output")[0]], "resp"),)
@@ -184,7 +198,7 @@ class ResponseReply(Reply):
     def event(self, kind: str, **data: Any) -> bytes:
         """One Responses streaming event, numbered."""
         self.sequence += 1
-        return sse({"type": kind, "sequence_number": self.sequence - 1, **data}, event=kind)
+        return self.encode({"type": kind, "sequence_number": self.sequence - 1, **data})
 
     async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """``response.created`` .. ``response.completed`` as the turn produces them."""
@@ -211,7 +225,7 @@ class ResponseReply(Reply):
                         "code": cancelled.code, "message": cancelled.message}})
                 break
             elif isinstance(item, ApiError):
-                yield self.event("error", error=item.body()["error"],
+                yield self.event("error", error=item.body()["error"], status=item.status,
                                  message=item.message, code=item.code, param=item.param)
                 break
             if isinstance(item, ev.ReasoningDelta):

@@ -50,6 +50,9 @@ class TurnRequest:
     elicit: bool = False
     """The client declared the ``mcp_elicitation`` tool: MCP servers' requests for input
     reach it (``mol.server.turns.elicitation``)."""
+    follows: Job | None = None
+    """Continue where this job's turn ended instead of from a stored point: a response its
+    client's connection keeps in memory only (``store: false`` on a WebSocket)."""
 
 
 class KeepAlive:
