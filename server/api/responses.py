@@ -89,6 +89,38 @@ async def start_response(state: Any, body: dict[str, Any],
                          None if previous is not None else [*opening, *messages])
 
 
+def response_object(body: dict[str, Any], response_id: str, created: int, status: str,
+                    output: list[dict[str, Any]], used: ev.TurnUsage,
+                    metadata: dict[str, str]) -> dict[str, Any]:
+    """The response object of the request ``body`` in ``status``, with ``output``, ``used``
+    (reported once completed) and mol's ``metadata`` merged into the request's own."""
+    usage = None
+    if status == "completed":
+        usage = {"input_tokens": used.prompt_tokens,
+                 "input_tokens_details": {"cached_tokens": used.cached_tokens},
+                 "output_tokens": used.completion_tokens,
+                 "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": used.prompt_tokens + used.completion_tokens}
+    own = body.get("metadata")
+    return {"id": response_id, "object": "response", "created_at": created,
+            "status": status, "model": body["model"], "output": output, "error": None,
+            "incomplete_details": None, "instructions": body.get("instructions"),
+            "metadata": {**(own if isinstance(own, dict) else {}), **metadata},
+            "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+            "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+            "tool_choice": body.get("tool_choice") or "auto",
+            "tools": body.get("tools") or [],
+            "previous_response_id": body.get("previous_response_id"),
+            "store": body.get("store", True) is not False,
+            "text": {"format": {"type": "text"}}, "truncation": "disabled",
+            "usage": usage}
+
+
+def left_out(tools: ClientTools) -> dict[str, str]:
+    """``metadata.mol_tools_left_out``: the hosted tools mol left out, if any."""
+    return {"mol_tools_left_out": ", ".join(tools.left_out)} if tools.left_out else {}
+
+
 class ResponseReply(Reply):
     """Turns a job's events into a Responses API object or its event stream."""
 
@@ -115,30 +147,8 @@ class ResponseReply(Reply):
 
     def obj(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The response object."""
-        usage = None
-        if status == "completed":
-            used = self.usage
-            usage = {"input_tokens": used.prompt_tokens,
-                     "input_tokens_details": {"cached_tokens": used.cached_tokens},
-                     "output_tokens": used.completion_tokens,
-                     "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": used.prompt_tokens + used.completion_tokens}
-        metadata = self.body.get("metadata")
-        left_out = ({"mol_tools_left_out": ", ".join(self.tools.left_out)}
-                    if self.tools.left_out else {})
-        return {"id": self.id, "object": "response", "created_at": self.created,
-                "status": status, "model": self.model, "output": output, "error": None,
-                "incomplete_details": None, "instructions": self.body.get("instructions"),
-                "metadata": {**(metadata if isinstance(metadata, dict) else {}),
-                             **self.metadata(), **left_out},
-                "parallel_tool_calls": self.body.get("parallel_tool_calls") is not False,
-                "temperature": self.body.get("temperature"), "top_p": self.body.get("top_p"),
-                "tool_choice": self.body.get("tool_choice") or "auto",
-                "tools": self.body.get("tools") or [],
-                "previous_response_id": self.body.get("previous_response_id"),
-                "store": self.body.get("store", True) is not False,
-                "text": {"format": {"type": "text"}}, "truncation": "disabled",
-                "usage": usage}
+        return response_object(self.body, self.id, self.created, status, output, self.usage,
+                               {**self.metadata(), **left_out(self.tools)})
 
     def message_item(self, text: str, status: str = "completed") -> dict[str, Any]:
         """The assistant message output item."""

@@ -125,6 +125,26 @@ def test_store_false_responses_chain_on_their_connection_only(served):
                                 previous_response_id=second[-1].response.id)
 
 
+def test_a_response_without_output_prepares_the_next_one(served):
+    client = served.client()
+    with client.responses.connect() as connection:
+        connection.response.create(model="mol", store=False, generate=False,
+                                   instructions="Answer briefly.", input=[
+                                       {"role": "developer", "content": "You may greet."}])
+        warm = until_done(connection)
+        connection.response.create(model="mol", store=False, input="hello, warmed up",
+                                   previous_response_id=warm[-1].response.id)
+        answer = until_done(connection)
+    assert [e.type for e in warm] == ["response.created", "response.completed"]
+    assert warm[-1].response.output == [] and warm[-1].response.status == "completed"
+    assert answer[-1].response.output_text == "Hello there."
+    assert answer[-1].response.previous_response_id == warm[-1].response.id
+    sent = answers(served.engine, "L0")[-1]["messages"]
+    # The prepared input comes first, then the new message: one request, nothing lost.
+    assert [m["content"] for m in sent[1:]] == ["Answer briefly.", "You may greet.",
+                                               "hello, warmed up"]
+
+
 def test_errors_are_error_events_and_the_connection_goes_on(served):
     with served.client().responses.connect() as connection:
         connection.response.create(model="mol", input="hi", previous_response_id="resp_nope")
