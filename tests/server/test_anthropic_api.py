@@ -265,7 +265,8 @@ def test_stop_sequences_and_the_token_budget_end_the_answer(served):
 
 def test_tool_choice_and_server_tools(served):
     web = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
-    raw = post(served, {"model": "mol", "max_tokens": 200, "tools": [WEATHER, web],
+    deferred = {"name": "archive", "defer_loading": True, "input_schema": {"type": "object"}}
+    raw = post(served, {"model": "mol", "max_tokens": 200, "tools": [WEATHER, web, deferred],
                         "tool_choice": {"type": "tool", "name": "get_weather",
                                         "disable_parallel_tool_use": True},
                         "messages": [{"role": "user", "content": "weather with search"}]})
@@ -274,7 +275,10 @@ def test_tool_choice_and_server_tools(served):
     assert raw.json()["metadata"]["mol_tools_left_out"] == "web_search_20250305"
     assert raw.headers["x-mol-tools-left-out"] == "web_search_20250305"
     body = served.engine.requests_for("L1")[-1]["body"]
-    assert [t["function"]["name"] for t in body["tools"]] == ["shout", "get_weather"]
+    # The runtime's tool, then the client's sorted; a deferred one too (mol runs no tool
+    # search), the server tool not.
+    assert [t["function"]["name"] for t in body["tools"]] == ["shout", "archive",
+                                                               "get_weather"]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert body["parallel_tool_calls"] is False
 

@@ -11,9 +11,11 @@
   server tools are dropped. A ``system`` message (Claude Code sends them mid-conversation)
   stays where it is, but those after the new turn are appended to it (the turn is one
   text). Images and documents are refused: mol's adapters read text.
-- **Tools**: tools with an ``input_schema`` become client functions; tools Anthropic defines
-  (its server tools such as ``web_search_*``, and those whose schema it keeps, such as
-  ``bash_*``) are left out of what the model sees and named, as are deferred tools.
+- **Tools**: tools with an ``input_schema`` become client functions, deferred ones
+  (``defer_loading``, which Anthropic's tool search would reveal) too: mol runs no tool
+  search, so the model sees them all; tools Anthropic defines (its server tools such as
+  ``web_search_*``, and those whose schema it keeps, such as ``bash_*``) are left out of
+  what the model sees and named.
 - **Parameters**: ``max_tokens`` (required), ``stop_sequences``, ``temperature``, ``top_p``,
   ``top_k``, ``tool_choice`` and ``thinking`` for the answer hop.
 
@@ -195,8 +197,12 @@ def _result(content: Any, where: str) -> str:
         return content or ""
     parts = []
     for spot, kind, block in _blocks(content, where):
-        parts.append(field(block, "text", str, required=True, where=f"{spot}.")
-                     if kind == "text" else f"[{kind} omitted: mol reads text]")
+        if kind == "text":
+            parts.append(field(block, "text", str, required=True, where=f"{spot}."))
+        elif kind == "tool_reference":  # a tool search's find: the tool is offered now
+            parts.append(f"[tool found: {field(block, 'tool_name', str, required=True, where=f'{spot}.')}]")
+        else:
+            parts.append(f"[{kind} omitted: mol reads text]")
     return "".join(parts)
 
 
@@ -224,8 +230,6 @@ def message_tools(body: dict[str, Any]) -> Tools:
             if label not in out.left_out:
                 out.left_out.append(label)
             continue
-        if field(tool, "defer_loading", bool, default=False, where=f"{where}."):
-            continue  # found through a tool search mol does not run
         function: dict[str, Any] = {
             "name": name, "parameters": field(tool, "input_schema", dict, required=True,
                                               where=f"{where}.")}
