@@ -223,13 +223,12 @@ def message_tools(body: dict[str, Any]) -> Tools:
         where = f"tools[{i}]"
         if not isinstance(tool, dict):
             raise ApiError(400, f"'{where}' must be an object", param=where)
-        name = field(tool, "name", str, required=True, where=f"{where}.")
         kind = field(tool, "type", str, where=f"{where}.")
-        if kind not in (None, "custom") or "input_schema" not in tool:
-            label = kind or name
-            if label not in out.left_out:
-                out.left_out.append(label)
+        if kind not in (None, "custom"):  # Anthropic defines it: its schema is not here
+            if kind not in out.left_out:
+                out.left_out.append(kind)
             continue
+        name = field(tool, "name", str, required=True, where=f"{where}.")
         function: dict[str, Any] = {
             "name": name, "parameters": field(tool, "input_schema", dict, required=True,
                                               where=f"{where}.")}
