@@ -79,7 +79,7 @@ async def start_response(state: Any, body: dict[str, Any],
         fingerprint(seed, "resp") if history else None)
     response_id = "resp_" + secrets.token_hex(16)
     turn = TurnRequest(text=text, tool_results=results, result_fields=named, where="input",
-                       key=key, key_required=key is not None and key == previous, seed=seed,
+                       key=key, key_required=follows is None and previous is not None, seed=seed,
                        follows=follows,
                        seed_fields=["instructions"] * len(opening) + fields[:len(history)],
                        adapter=adapter, client_tools=tools.tools, stream=stream,

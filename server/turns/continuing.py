@@ -6,7 +6,9 @@ the transcript it resends). The point's conversation is held (``Leases``), then 
 again: once the lock is ours, a turn that named the point before finishing has written
 its final mark. A point followed only by interrupted turns continues in place; an older
 one forks (``mol.server.turns.marks``). Tool results must answer exactly the calls the
-waiting turn left open (``mol.server.turns.seeding``).
+waiting turn left open (``mol.server.turns.seeding``). A request that ``follows`` a job
+continues where that job's turn ended, in memory: a response its client's connection kept
+without storing it.
 """
 
 from __future__ import annotations
