@@ -197,6 +197,11 @@ class Answered(Event):
     """Why the loop stopped early (``max_steps``, ``token_budget``), else empty."""
     reasoning: str = ""
     """The engine's reasoning on the answering reply (empty when it gave none)."""
+    finish_reason: str = ""
+    """The engine's ``finish_reason`` for the answering reply (``length``: its token limit
+    cut it); empty when the loop stopped it."""
+    stop_sequence: str = ""
+    """The client's stop sequence that ended the answer, when the engine says which."""
     type: str = _kind("answer")
 
 

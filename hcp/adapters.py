@@ -17,6 +17,9 @@ from mol.hcp.base import AdapterName, Model, Prompt
 ANSWERING = "answering"
 """``summary.adapter`` value: the adapter that answered the turn writes its summary."""
 
+PUBLIC_MODEL = "{{MODEL_NAME}}"
+"""A ``server.model_aliases`` target standing for the public model, whatever its name."""
+
 
 class RouterConfig(Model):
     """The routing hop: which adapter answers the turn."""
@@ -234,6 +237,14 @@ class ServingConfig(Model):
     expose_adapters: bool = False
     """List the adapters in ``/v1/models`` beside the public model and let a request name
     one to pin it (skipping the route hop). False: only the public model exists."""
+    model_aliases: dict[str, str] = Field(default_factory=lambda: {"claude-*": PUBLIC_MODEL})
+    """Model names clients send that are not served models, mapped onto one: clients that
+    name their vendor's models (Claude Code names Anthropic's: its default model, and a small
+    fast one for background work) run unchanged. A key is a name or a glob (``*``, ``?``,
+    ``[...]``); an exact key wins, then the first glob that matches, in order. A value is the
+    public model (its name, or ``{{MODEL_NAME}}``: the turn is routed) or an adapter (the turn
+    is pinned to it, whether or not ``expose_adapters`` lists it). Setting the table
+    replaces the default, which runs every ``claude-*`` name on the public model."""
     queue: int = Field(default=512, ge=0, le=65536)
     """Turns that may wait, first come first served, for one of the ``--max-turns`` slots;
     one more is refused with 429 and ``Retry-After``. 0: refuse at once when the slots are

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from mol.hcp.adapters import (
     ANSWERING,
+    PUBLIC_MODEL,
     AdapterCompaction,
     AdapterConfig,
     CompactionConfig,
@@ -61,6 +62,7 @@ __all__ = [  # the sections defined elsewhere are re-exported: import them from 
     "ADAPTER_NAME",
     "ANSWERING",
     "HCP",
+    "PUBLIC_MODEL",
     "SCHEMA_VERSION",
     "SEED_ADAPTERS",
     "AdapterCompaction",
@@ -207,6 +209,16 @@ class HCP(Model):
             if table.adapter is not None and table.adapter not in self.adapters:
                 raise ValueError(f"{where}.adapter {table.adapter!r} is not an adapter of "
                                  f"this artifact ({', '.join(sorted(self.adapters))})")
+        return self
+
+    @model_validator(mode="after")
+    def _alias_targets(self) -> HCP:
+        served = {PUBLIC_MODEL, self.model.name, *self.adapters}
+        for name, target in self.server.model_aliases.items():
+            if target not in served:
+                raise ValueError(f"server.model_aliases[{name!r}] = {target!r} is neither the "
+                                 f"public model ({self.model.name!r}, or {PUBLIC_MODEL!r}) nor "
+                                 f"an adapter ({', '.join(sorted(self.adapters))})")
         return self
 
     @model_validator(mode="after")

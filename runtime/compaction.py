@@ -66,6 +66,8 @@ class Policy:
     prompt: str
     max_tokens: int
     window: int
+    known: bool = True
+    """Whether ``window`` is known (set or reported by the engine), not assumed."""
 
     @property
     def limit(self) -> int:
@@ -83,7 +85,7 @@ async def policy(session: Any, adapter: str) -> Policy:
     return Policy(config.mode, config.threshold, window // 4 if keep is None else keep,
                   config.adapter or adapter,
                   own or artifact.prompt("compaction.prompt") or DEFAULT_PROMPT,
-                  config.max_tokens, window)
+                  config.max_tokens, window, await session.runtime.windows.known(adapter))
 
 
 def size_of(session: Any, adapter: str, messages: list[dict[str, Any]],
@@ -128,7 +130,9 @@ async def fit(turn: Any, adapter: str, view: list[dict[str, Any]],
                                                                   limit // 2))
     compacted = await compact(turn, adapter, trigger, rules=rules, view=view, pending=pending,
                               tools=tools)
-    if compacted is None and size > rules.window:
+    # Over an assumed window, the engine decides: a request it refuses is compacted once more
+    # (overflowed) and then ends as ContextTooLong.
+    if compacted is None and size > rules.window and (rules.known or overflowed):
         raise _too_long(adapter, rules, size, "its view could not be compacted (too little of "
                         "it is old enough, or a hook blocked the compaction)")
     return compacted

@@ -92,6 +92,8 @@ async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
                 view, pending = view + pending + [message, go_on], []
                 continue
             outcome.answer = completion.content
+            outcome.finish_reason = completion.finish_reason or ""
+            outcome.stop_sequence = completion.stop_sequence or ""
             await host.commit([*pending, message], answer=outcome.answer)
             return outcome
         # A name the runtime provides runs here even if the client offers it too.

@@ -28,6 +28,10 @@ class LoopOutcome:
     """A Stop hook already made this turn go on (Claude Code's ``stop_hook_active``)."""
     reasoning: str = ""
     """The engine's reasoning on the last reply (the answer, or the client tool calls)."""
+    finish_reason: str = ""
+    """The engine's ``finish_reason`` for the answer (``length``: its token limit cut it)."""
+    stop_sequence: str = ""
+    """The client's stop sequence that ended the answer, when the engine says which."""
 
 
 @dataclass(frozen=True)

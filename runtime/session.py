@@ -251,7 +251,8 @@ class Session:
             await turn.checkpoint()
             return result
         record.answer = result.answer = outcome.answer
-        await turn.emit(ev.Answered(adapter, record.answer, outcome.stopped, outcome.reasoning))
+        await turn.emit(ev.Answered(adapter, record.answer, outcome.stopped, outcome.reasoning,
+                                    outcome.finish_reason, outcome.stop_sequence))
         await summarize(self.engine, self.artifact, record, self.conversation.view(adapter),
                         turn.emit)
         handed = await lifecycle.subagent_stop(self.runtime.hook_sets, self.conversation.id,

@@ -3,7 +3,9 @@
 The window of an adapter is ``[adapters.NAME] context_window`` when the artifact sets it,
 else what the engine reports for the adapter's engine name (``max_model_len`` in the model
 list of vLLM and SGLang; mol's local engine reports its ``n_ctx`` the same way), else
-``DEFAULT_WINDOW``. The engine's list is read once per runtime, at the first need.
+``DEFAULT_WINDOW``. The engine's list is read once per runtime, at the first need. An
+assumed window compacts like a known one, but a request still too big for it goes to the
+engine, which knows better (``mol.runtime.compaction.fit``).
 
 A request's size is estimated from the engine's own count where there is one: the prompt
 and reply tokens of the adapter's last request (``Measure``, kept in the conversation),
@@ -76,6 +78,14 @@ class Windows:
         if self._reported is None:
             self._reported = await self._listed()
         return self._reported.get(doc.engine_name(adapter), DEFAULT_WINDOW)
+
+    async def known(self, adapter: str) -> bool:
+        """Whether ``adapter``'s window is known (set or reported), not ``DEFAULT_WINDOW``
+        assumed."""
+        if self.artifact.doc.adapter(adapter).context_window:
+            return True
+        await self.of(adapter)
+        return self.artifact.doc.engine_name(adapter) in (self._reported or {})
 
     async def _listed(self) -> dict[str, int]:
         models = getattr(self.engine, "models", None)

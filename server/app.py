@@ -1,13 +1,16 @@
-"""The OpenAI-compatible server: Starlette on uvicorn, composed from its three rooms.
+"""The OpenAI- and Anthropic-compatible server: Starlette on uvicorn, composed from its
+three rooms.
 
 Routes: ``GET /health`` (no auth, ``http.health``), ``GET /metrics`` (``http.metrics``),
 ``GET /v1/models`` and ``GET /v1/models/{id}`` (``api.models``), ``POST
-/v1/chat/completions`` (``api.chat``), ``POST /v1/responses`` (``api.responses``),
-``GET`` and ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items`` and
+/v1/chat/completions`` (``api.chat``), ``POST /v1/messages`` and ``POST
+/v1/messages/count_tokens`` (``api.anthropic``), ``POST /v1/responses`` (``api.responses``),
+``GET /v1/responses`` upgraded to a WebSocket (``api.sockets``), ``GET`` and ``DELETE
+/v1/responses/{id}``, ``GET /v1/responses/{id}/input_items`` and
 ``POST /v1/responses/{id}/cancel`` (``api.stored``), ``GET /ui/{id}`` (the preview of a
 response's generated UI, ``api.genui``) and its modules under ``/ui/assets/`` (no auth:
 static files). Clients see one model, the artifact's ``[model] name``; the adapters too
-only with ``[server] expose_adapters``. Every other route needs the bearer key
+only with ``[server] expose_adapters``. Every other route needs the API key
 (``http.auth``). Turns run in the background ``Runner`` (``turns.runner``) and are
 checkpointed into the session store.
 
@@ -28,7 +31,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from mol.core.errors import MolError
 from mol.hcp.loader import Artifact
@@ -79,12 +82,15 @@ def create_app(config: ServerConfig) -> Any:
     """The ASGI app: ``Idempotency`` inside the auth middleware (without a key,
     ``LoopbackOnly``)."""
     from mol.genui.web import asset_route
+    from mol.server.api.anthropic.route import count_tokens, create_message
+    from mol.server.api.anthropic.thinking import Signer
     from mol.server.api.chat import chat_completions
     from mol.server.api.compact import compact_response
     from mol.server.api.compaction import secret_for
     from mol.server.api.genui import ui_page
-    from mol.server.api.models import model, models, served_models
+    from mol.server.api.models import ServedModels, model, models
     from mol.server.api.responses import create_response
+    from mol.server.api.sockets import responses_socket
     from mol.server.api.stored import (
         cancel_response,
         delete_response,
@@ -102,8 +108,11 @@ def create_app(config: ServerConfig) -> Any:
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/messages", create_message, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/compact", compact_response, methods=["POST"]),
+        WebSocketRoute("/v1/responses", responses_socket),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
@@ -120,8 +129,9 @@ def create_app(config: ServerConfig) -> Any:
     app.state.body_timeout = config.body_timeout
     app.state.keepalive = config.keepalive
     app.state.compaction_secret = secret_for(config.api_key)
-    app.state.models = served_models(config.artifact)
+    app.state.models = ServedModels(config.artifact)
     app.state.adapters = frozenset(config.artifact.doc.adapters)
+    app.state.signer = Signer(config.api_key)
     app.state.metrics = counts = Metrics()
     kept = Idempotency(app, max_body=config.max_body, body_timeout=config.body_timeout)
     guarded = LoopbackOnly(kept) if config.api_key is None else BearerAuth(kept, config.api_key)
@@ -160,21 +170,21 @@ def _lifespan(config: ServerConfig) -> Any:
 async def _api_error(request: Request, exc: Exception) -> Response:
     """An ``ApiError`` a route raised, or a ``MolError`` the turn room raised at its start
     (``api_error`` decides its status)."""
-    return api_error(exc).response()
+    return api_error(exc).response(request.scope)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    return ApiError(404, f"no route {request.url.path!r}").response()
+    return ApiError(404, f"no route {request.url.path!r}").response(request.scope)
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
     return ApiError(405, f"method {request.method} is not allowed on "
-                         f"{request.url.path!r}").response()
+                         f"{request.url.path!r}").response(request.scope)
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
     log.exception("request failed")
-    return ApiError(500, f"internal error: {type(exc).__name__}").response()
+    return ApiError(500, f"internal error: {type(exc).__name__}").response(request.scope)
 
 
 async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200) -> None:

@@ -85,8 +85,10 @@ NPM = {
         NpmPackage("2026.8.31", "MOL_TEST_NPM_CACHE", "npm"),
     "@modelcontextprotocol/conformance":
         NpmPackage("0.2.0-alpha.11", "MOL_TEST_CONFORMANCE_CACHE", "conformance"),
-    # Codex runs in a loopback-only network namespace (unshare, ip).
+    # Codex and Claude Code run in a loopback-only network namespace (unshare, ip).
     "@openai/codex": NpmPackage("0.169.0", "MOL_TEST_NPM_CACHE", "npm", needs=("netns",)),
+    "@anthropic-ai/claude-code": NpmPackage("2.1.332", "MOL_TEST_NPM_CACHE", "npm",
+                                            needs=("netns",)),
 }
 """The packages ``pytest.mark.npm(NAME)`` may name, pinned as the tests and ./test pin them."""
 

@@ -147,7 +147,8 @@ def test_the_pins_agree_with_the_tests_and_the_test_command():
     in_tests = {re.search(r'^PACKAGE = "(.+)"$', path.read_text(), re.M).group(1)
                 for path in [ROOT / "tests" / "runtime" / "mcp" / "test_published_npm.py",
                              ROOT / "tests" / "runtime" / "mcp" / "test_conformance.py",
-                             ROOT / "tests" / "server" / "test_codex.py"]}
+                             ROOT / "tests" / "server" / "test_codex.py",
+                             ROOT / "tests" / "server" / "test_claude_code.py"]}
     assert pinned == in_script == in_tests
     assert services.SANDBOX_IMAGE == DEFAULT_TAG
     assert services.SANDBOX_IMAGE in script

@@ -1,4 +1,4 @@
-"""``mol serve``: the OpenAI-compatible HTTP server (docs/server.md)."""
+"""``mol serve``: the HTTP server of the OpenAI and Anthropic APIs (docs/server.md)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ number of times. litellm itself is imported by ``loading``; the replies are read
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -168,6 +169,28 @@ class LiteLLMEngine:
         return [entry for entry in data if isinstance(entry, dict)] if isinstance(
             data, list) else None
 
+    async def count_tokens(self, adapter: str, messages: list[dict[str, Any]],
+                           tools: list[dict[str, Any]] | None = None) -> int | None:
+        """The prompt tokens ``messages`` (and ``tools``) make for ``adapter``, as the
+        engine's tokenizer counts them (vLLM's ``POST /tokenize``, at the server's root);
+        None when the engine does not say."""
+        import httpx
+
+        root = self.api_base.removesuffix("/v1")
+        body: dict[str, Any] = {"model": self.names.get(adapter, adapter),
+                                "messages": messages, "add_generation_prompt": True}
+        if tools:
+            body["tools"] = tools
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            async with httpx.AsyncClient(timeout=min(self.timeout, 10.0)) as client:
+                response = await client.post(f"{root}/tokenize", json=body, headers=headers)
+            response.raise_for_status()
+            count = response.json().get("count")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
     async def complete(
         self,
         adapter: str,
@@ -232,9 +255,7 @@ class LiteLLMEngine:
                     **kwargs, stream=True, stream_options={"include_usage": True})
             # The caller's on_delta runs outside the translation: its own errors are its own.
             completion = await read_stream(_chunks(stream, litellm, model), on_delta)
-        return Completion(completion.content, completion.tool_calls, completion.finish_reason,
-                          completion.usage, time.perf_counter() - started,
-                          completion.reasoning)
+        return dataclasses.replace(completion, duration=time.perf_counter() - started)
 
 
 @contextmanager

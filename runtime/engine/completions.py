@@ -51,6 +51,9 @@ class Completion:
     """Seconds from request to the last byte."""
     reasoning: str = ""
     """The engine's reasoning (``reasoning_content``), when it reports one."""
+    stop_sequence: str | None = None
+    """The client's stop sequence that ended the reply, when the engine says which (vLLM's
+    ``stop_reason``, SGLang's ``matched_stop``; a stop token's id does not count)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,18 @@ OnDelta = Callable[[Delta], Awaitable[None] | None]
 def _reasoning(message: Any) -> str:
     value = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
     return value if isinstance(value, str) else ""
+
+
+def _stop_sequence(choice: Any) -> str | None:
+    """The stop string a choice says ended it (litellm keeps vLLM's and SGLang's fields as
+    attributes, or among ``provider_specific_fields``)."""
+    extra = getattr(choice, "provider_specific_fields", None) or {}
+    for name in ("stop_reason", "matched_stop"):
+        value = getattr(choice, name, None) or (extra.get(name) if isinstance(extra, dict)
+                                                 else None)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def read_usage(raw: Any) -> Usage:
@@ -96,7 +111,7 @@ def read_response(response: Any) -> Completion:
     ]
     return Completion(message.content or "", calls, choice.finish_reason,
                       read_usage(getattr(response, "usage", None)),
-                      reasoning=_reasoning(message))
+                      reasoning=_reasoning(message), stop_sequence=_stop_sequence(choice))
 
 
 async def read_stream(stream: AsyncIterable[Any], on_delta: OnDelta) -> Completion:
@@ -105,12 +120,14 @@ async def read_stream(stream: AsyncIterable[Any], on_delta: OnDelta) -> Completi
     reasoning: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     finish = None
+    stop = None
     usage = Usage()
     async for chunk in stream:
         if getattr(chunk, "usage", None):
             usage = read_usage(chunk.usage)
         for choice in chunk.choices or []:
             finish = choice.finish_reason or finish
+            stop = _stop_sequence(choice) or stop
             delta = choice.delta
             if delta is None:
                 continue
@@ -123,7 +140,8 @@ async def read_stream(stream: AsyncIterable[Any], on_delta: OnDelta) -> Completi
             for fragment in getattr(delta, "tool_calls", None) or []:
                 await _emit(on_delta, _tool_fragment(calls, fragment))
     tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
-    return Completion("".join(text), tool_calls, finish, usage, reasoning="".join(reasoning))
+    return Completion("".join(text), tool_calls, finish, usage, reasoning="".join(reasoning),
+                      stop_sequence=stop)
 
 
 def _tool_fragment(calls: dict[int, dict[str, str]], fragment: Any) -> Delta:

@@ -1,4 +1,5 @@
-"""The scripted engine's ASGI app: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+"""The scripted engine's ASGI app: ``GET /v1/models``, ``POST /v1/chat/completions`` and
+vLLM's ``POST /tokenize``.
 
 Every chat request is recorded (parsed body, adapter, matched rule, status)
 before the scripted delay, so a test that times out still sees what it sent.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -144,8 +146,25 @@ def build_app(state: EngineState) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
+        Route("/tokenize", partial(_tokenize, state), methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+
+
+async def _tokenize(state: EngineState, request: Request) -> Response:
+    """vLLM's ``POST /tokenize`` for chat messages: the stand-in tokenizer's count of the
+    prompt the messages (and tools) make, as the usage of a completion counts it."""
+    try:
+        body = parse_body(await request.body())
+        if not isinstance(body.get("messages"), list):
+            raise HTTPProblem(400, "messages must be an array")
+        if body.get("model") not in state.script.adapters:
+            raise HTTPProblem(404, f"The model `{body.get('model')}` does not exist.",
+                              "NotFoundError")
+    except HTTPProblem as problem:
+        return JSONResponse(problem.body(), status_code=problem.status)
+    tokens = tokenize(prompt_text(body))
+    return JSONResponse({"count": len(tokens), "max_model_len": 131072, "tokens": []})
 
 
 def _respond(answer: Answer, request: ChatRequest) -> Response:

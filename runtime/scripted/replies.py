@@ -73,10 +73,14 @@ class Answer:
     reasoning: str | None = None
     """The thinking sent in ``reasoning_field``, if any."""
     reasoning_field: str = "reasoning_content"
+    cut: str | None = None
+    """``length`` when the request's ``max_tokens`` cut the reply short."""
+    stop_reason: str | None = None
+    """The request's stop string that ended the reply (vLLM's ``stop_reason``), if any."""
 
     @property
     def finish_reason(self) -> str:
-        return "tool_calls" if self.rule.tool_calls else "stop"
+        return "tool_calls" if self.rule.tool_calls else self.cut or "stop"
 
     def message(self) -> dict[str, Any]:
         """The assistant message of a non-streaming response."""
@@ -94,7 +98,7 @@ class Answer:
     def completion(self) -> dict[str, Any]:
         """The ``chat.completion`` body."""
         choice = {"index": 0, "message": self.message(), "logprobs": None,
-                  "finish_reason": self.finish_reason}
+                  "finish_reason": self.finish_reason, "stop_reason": self.stop_reason}
         return {**self._envelope("chat.completion"), "choices": [choice], "usage": self.usage}
 
     def chunks(self, include_usage: bool) -> Iterator[dict[str, Any]]:
@@ -102,6 +106,8 @@ class Answer:
         extra = {"usage": None} if include_usage else {}
         for delta, finish in self._deltas():
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            if finish is not None:
+                choice["stop_reason"] = self.stop_reason
             yield {**self._envelope("chat.completion.chunk"), "choices": [choice], **extra}
         if include_usage:
             yield {**self._envelope("chat.completion.chunk"), "choices": [], "usage": self.usage}
@@ -159,12 +165,14 @@ class AnswerFactory:
         content, reasoning = rule.reply, rule.reasoning if request.thinking else None
         if self.reasoning_parser and request.thinking and rule.reasoning is None and not calls:
             content, reasoning = None, rule.reply  # the model thought its whole reply
+        content, cut, stop = limited(content, request.body)
         produced = ((reasoning or "") + (content or "")
                     or "".join(call.name + call.arguments for call in calls))
         usage = make_usage(len(tokens), max(1, len(tokenize(produced))), cached, rule.usage or {})
         return Answer(rule, request.body["model"], f"chatcmpl-{next(self._completions)}",
                       [f"chatcmpl-tool-{next(self._tool_calls)}" for _ in calls], usage,
-                      content, reasoning, self.reasoning_parser or "reasoning_content")
+                      content, reasoning, self.reasoning_parser or "reasoning_content", cut,
+                      stop)
 
     @staticmethod
     def engine_error(request: ChatRequest, kind: str, limit: int) -> tuple[int, str, str]:
@@ -180,6 +188,28 @@ class AnswerFactory:
                      f"requested {asked} tokens ({asked - budget} in the messages, {budget} in "
                      "the completion). Please reduce the length of the messages or "
                      "completion."), "BadRequestError"
+
+
+def limited(content: str | None, body: dict[str, Any]
+            ) -> tuple[str | None, str | None, str | None]:
+    """A reply as an engine gives it under the request's ``stop`` strings (cut before the
+    first one found, which is named) and ``max_tokens`` (cut after that many stand-in tokens:
+    ``length``): ``(content, cut, stop string)``."""
+    if not content:
+        return content, None, None
+    stops = body.get("stop")
+    stops = [stops] if isinstance(stops, str) else stops if isinstance(stops, list) else []
+    found = [(content.find(s), s) for s in stops if isinstance(s, str) and s and s in content]
+    stop = None
+    if found:
+        at, stop = min(found)
+        content = content[:at]
+    budget = body.get("max_tokens", body.get("max_completion_tokens"))
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
+        ends = [match.end() for match in _TOKEN.finditer(content)]
+        if len(ends) > budget:
+            return content[:ends[budget - 1]], "length", None
+    return content, None, stop
 
 
 def make_usage(prompt: int, completion: int, cached: int, override: dict[str, int]) -> dict[str, Any]:

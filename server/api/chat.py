@@ -24,57 +24,45 @@ from mol.server.api.messages import (
     MAX_MESSAGES,
     bounded,
     client_tools,
-    fingerprint,
     normalize,
-    resolve_model,
-    split,
+    transcript_turn,
 )
 from mol.server.api.params import chat_params
-from mol.server.api.replies import Item, Outcome, Reply, respond
+from mol.server.api.replies import Item, Outcome, TranscriptReply, respond
 from mol.server.http.bodies import field, read_json
 from mol.server.http.errors import ApiError
 from mol.server.http.sse import KEEPALIVE_COMMENT, sse
-from mol.server.turns.jobs import Job, KeepAlive, TurnRequest
+from mol.server.turns.jobs import Job, KeepAlive
 
 
 async def chat_completions(request: Request) -> Response:
     """The route: validate, start the turn, answer (JSON or a stream of chunks)."""
     state = request.app.state
     body = await read_json(request, state.max_body)
-    adapter = resolve_model(body, state.models)
+    adapter = state.models.resolve(body)
     raw = bounded(field(body, "messages", list, required=True), "messages", MAX_MESSAGES)
     messages = [normalize(m, f"messages[{i}]") for i, m in enumerate(raw)]
-    history, text, results, fields = split(messages, state.adapters)
     stream = field(body, "stream", bool, default=False)
     options = field(body, "stream_options", dict, default={})
     usage_too = field(options, "include_usage", bool, default=False, where="stream_options.")
-    turn = TurnRequest(text=text, tool_results=results, result_fields=fields,
-                       key=fingerprint(history) if history else None, seed=history,
-                       adapter=adapter, client_tools=client_tools(body), stream=stream,
-                       params=chat_params(body))
+    turn = transcript_turn(messages, state.adapters, adapter=adapter,
+                           client_tools=client_tools(body), stream=stream,
+                           params=chat_params(body))
     reply = ChatReply(body["model"], messages, await state.runner.start(turn))
     return await respond(reply, stream, reply.complete,
                          lambda first, rest: reply.chunks(first, rest, usage_too),
                          state.keepalive)
 
 
-class ChatReply(Reply):
+class ChatReply(TranscriptReply):
     """A turn's events as a ``chat.completion`` or its chunks."""
 
     id_prefix = "chatcmpl-"
 
     def __init__(self, model: str, messages: list[dict[str, Any]], job: Job) -> None:
-        super().__init__(model, job)
-        self.messages = messages
+        super().__init__(model, messages, job)
         self.sent: list[str] = []
         self.streamed_calls: set[int] = set()
-
-    async def finish(self, message: dict[str, Any]) -> None:
-        """Name the point this reply ends at by the transcript the client now holds."""
-        transcript = [*self.messages, {k: v for k, v in message.items() if v is not None}]
-        if transcript[-1].get("content") is None:
-            transcript[-1]["content"] = ""
-        await self.job.ends_at(fingerprint(transcript))
 
     def _usage(self) -> dict[str, Any]:
         usage = self.usage

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from mol.core import events as ev
 from mol.runtime import TurnResult
 from mol.server.api.compaction import seal
-from mol.server.api.responses import turn_request
+from mol.server.api.responses import turn_request, usage_object
 from mol.server.http.bodies import read_json
 from mol.server.http.errors import api_error
 from mol.server.turns.jobs import Job
@@ -53,8 +53,4 @@ async def _compacted(job: Job, secret: bytes) -> dict[str, Any]:
             "created_at": int(time.time()),
             "output": [*users, {"type": "compaction", "id": item_id,
                                 "encrypted_content": seal(secret, item_id)}],
-            "usage": {"input_tokens": used.prompt_tokens,
-                      "input_tokens_details": {"cached_tokens": used.cached_tokens},
-                      "output_tokens": used.completion_tokens,
-                      "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": used.prompt_tokens + used.completion_tokens}}
+            "usage": usage_object(used)}

@@ -13,8 +13,7 @@
   conversation is stored whatever ``store`` says: the item names it.
 - A ``compaction`` item's ``encrypted_content`` is mol's own token: the key of a stored
   point of the conversation, sealed with an HMAC-SHA256 whose secret the server derives
-  from its API key (a random one per process when it has none: tokens then end with the
-  process). Sent back first in ``input`` (what came before it is what it stands for), it
+  from its API key (``mol.server.http.auth.derived_secret``). Sent back first in ``input`` (what came before it is what it stands for), it
   continues the conversation from that point; an altered or forged token is a 400 naming
   the item.
 """
@@ -24,9 +23,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import secrets
 from typing import Any
 
+from mol.server.http.auth import derived_secret
 from mol.server.http.bodies import json_kind
 from mol.server.http.errors import ApiError
 
@@ -35,11 +34,8 @@ TOKEN_PREFIX = "molc1."
 
 
 def secret_for(api_key: bytes | None) -> bytes:
-    """The secret compaction tokens are sealed with: derived from the API key (replicas
-    sharing the key accept each other's tokens), else random for this process."""
-    if api_key:
-        return hashlib.sha256(b"mol compaction token\0" + api_key).digest()
-    return secrets.token_bytes(32)
+    """The secret compaction tokens are sealed with (``derived_secret``)."""
+    return derived_secret(api_key, b"mol compaction token")
 
 
 def seal(secret: bytes, key: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from mol.runtime import adapter_of_call
 from mol.server.http.bodies import field, json_kind
 from mol.server.http.errors import ApiError
+from mol.server.turns.jobs import TurnRequest
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -140,6 +141,22 @@ def split(messages: list[dict[str, Any]], adapters: Collection[str], where: str 
     return Split(messages[:start], None, results, named)
 
 
+def transcript_turn(messages: list[dict[str, Any]], adapters: Collection[str], *,
+                    kind: str = "chat", where: str = "messages",
+                    fields: Sequence[str] | None = None, **options: Any) -> TurnRequest:
+    """The turn a request asks for when its client resends the whole transcript (Chat
+    Completions, the Anthropic Messages API): ``messages`` split into the history and the
+    new user turn or tool results. The history names the point it continues (its
+    fingerprint, of ``kind``), or seeds a conversation mol does not know; ``fields[i]``
+    names message ``i``'s call id field for errors. ``options`` are further
+    ``TurnRequest`` fields."""
+    history, text, results, named = split(messages, adapters, where, fields)
+    return TurnRequest(text=text, tool_results=results, result_fields=named, where=where,
+                       key=fingerprint(history, kind) if history else None, seed=history,
+                       seed_fields=list(fields[:len(history)]) if fields is not None else [],
+                       **options)
+
+
 def client_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The request's ``tools`` (Chat Completions shape), checked."""
     tools = field(body, "tools", list)
@@ -152,18 +169,6 @@ def client_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
         function = field(tool, "function", dict, required=True, where=f"{where}.")
         field(function, "name", str, required=True, where=f"{where}.function.")
     return tools
-
-
-def resolve_model(body: dict[str, Any], models: list[str], required: bool = True) -> str | None:
-    """The adapter a request pins, or None for the public model (``models[0]``), which routes
-    (also when ``model`` is absent and not ``required``); anything else is 404."""
-    model = field(body, "model", str, required=required)
-    if model is None:
-        return None
-    if model not in models:
-        raise ApiError(404, f"the model {model!r} does not exist; 'model' must be "
-                       f"{' or '.join(map(repr, models))}", param="model", code="model_not_found")
-    return None if model == models[0] else model
 
 
 def text_of(content: Any, where: str) -> str:

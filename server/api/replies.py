@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from mol.core import events as ev
 from mol.core.errors import TurnCancelled
 from mol.runtime import TurnResult
+from mol.server.api.messages import fingerprint
 from mol.server.http.errors import ApiError, api_error
 from mol.server.turns.jobs import Job, KeepAlive
 
@@ -120,11 +121,35 @@ class Reply:
                      self.adapter or "not chosen yet")
 
 
+class TranscriptReply(Reply):
+    """A reply to a client that resends its whole transcript (Chat Completions, the Anthropic
+    Messages API): it names the point where it ends by the fingerprint (of ``kind``) of the
+    transcript the client then holds: the messages it sent plus the reply as sent."""
+
+    kind = "chat"
+
+    def __init__(self, model: str, messages: list[dict[str, Any]], job: Job) -> None:
+        super().__init__(model, job)
+        self.messages = messages
+        """The request's messages in mol's plain form, as the client sent them."""
+
+    async def finish(self, message: dict[str, Any]) -> None:
+        """Name the point this reply ends at by the transcript the client now holds;
+        ``message`` is the reply, chat-shaped (without reasoning: clients do not send it
+        back)."""
+        transcript = [*self.messages, {k: v for k, v in message.items() if v is not None}]
+        if transcript[-1].get("content") is None:
+            transcript[-1]["content"] = ""
+        await self.job.ends_at(fingerprint(transcript, self.kind))
+
+
 async def respond(reply: Reply, stream: bool,
                   complete: Callable[[Outcome], Awaitable[dict[str, Any]]],
                   streamed: Callable[[Item, AsyncIterator[Item]], AsyncIterator[bytes]],
-                  keepalive: float | None = None) -> Response:
-    """The reply to a started turn: an error at once, else the JSON body or the stream.
+                  keepalive: float | None = None, scope: dict[str, Any] | None = None
+                  ) -> Response:
+    """The reply to a started turn: an error at once (in the shape the request at ``scope``
+    speaks), else the JSON body or the stream.
 
     ``complete(outcome)`` builds the non-streaming body (it renders a cancelled turn);
     ``streamed(first, rest)`` yields the server-sent events from the first item on.
@@ -134,7 +159,7 @@ async def respond(reply: Reply, stream: bool,
     first = await anext(items)
     if isinstance(first, ApiError):
         await items.aclose()
-        return first.response()
+        return first.response(scope)
     if not stream:
         try:
             # Without streaming no deltas are passed on: the first item is the outcome.

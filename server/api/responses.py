@@ -16,7 +16,7 @@ adapters' prefix caches.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -33,7 +33,7 @@ from mol.server.api.inputs import (
     item_messages,
     responses_tools,
 )
-from mol.server.api.messages import fingerprint, resolve_model, split
+from mol.server.api.messages import fingerprint, split
 from mol.server.api.output import OutputStream
 from mol.server.api.params import responses_params
 from mol.server.api.replies import Item, Outcome, Reply, respond
@@ -50,21 +50,29 @@ response object clients read never shows it."""
 async def create_response(request: Request) -> Response:
     """The route: validate, start the turn, answer (a response object or its events)."""
     state = request.app.state
-    body = await read_json(request, state.max_body)
-    turn, facts = turn_request(body, state)
-    reply = ResponseReply({**body, "model": body.get("model") or state.models[0]},
-                          await state.runner.start(turn), turn.handle, facts["tools"],
-                          facts["transcript"], state.compaction_secret)
-    return await respond(reply, turn.stream, reply.complete_response, reply.events,
+    reply = await start_response(state, await read_json(request, state.max_body))
+    return await respond(reply, reply.stream, reply.complete_response, reply.events,
                          state.keepalive)
 
 
-def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False
-                 ) -> tuple[TurnRequest, dict[str, Any]]:
+async def start_response(state: Any, body: dict[str, Any],
+                         follows: Job | None = None) -> ResponseReply:
+    """Check a Responses body and start its turn (over HTTP or a WebSocket); its reply.
+    ``follows``: the job of the response ``previous_response_id`` names when the client's
+    connection keeps it in memory."""
+    turn, facts = turn_request(body, state, follows=follows)
+    return ResponseReply({**body, "model": body.get("model") or state.models.public},
+                         await state.runner.start(turn), turn.handle, facts["tools"],
+                         facts["transcript"], state.compaction_secret)
+
+
+def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False,
+                 follows: Job | None = None) -> tuple[TurnRequest, dict[str, Any]]:
     """The turn a Responses request body asks for (``compact``: a compaction of the
-    conversation it continues, ``POST /v1/responses/compact``), and what its reply needs:
-    the client's ``tools`` and the ``transcript`` the input replays (None when chained)."""
-    adapter = resolve_model(body, state.models, required=False)
+    conversation it continues, ``POST /v1/responses/compact``; ``follows``: see
+    ``start_response``), and what its reply needs: the client's ``tools`` and the
+    ``transcript`` the input replays (None when chained)."""
+    adapter = state.models.resolve(body, required=False)
     if body.get("conversation") is not None:
         raise ApiError(400, "'conversation' is not supported: chain responses with "
                        "'previous_response_id', or send the whole input", param="conversation")
@@ -89,10 +97,11 @@ def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False
     opening = [{"role": "system", "content": instructions}] if instructions else []
     seed = opening + history
     # Unchained, the input replays the conversation so far: its transcript names the point.
-    key = chained if chained is not None else (
+    key = None if follows is not None else chained if chained is not None else (
         fingerprint(seed, "resp") if history else None)
     turn = TurnRequest(text=text, tool_results=results, result_fields=named, where="input",
-                       key=key, key_required=chained is not None, seed=seed,
+                       key=key, key_required=follows is None and chained is not None,
+                       seed=seed, follows=follows,
                        seed_fields=["instructions"] * len(opening) + fields[:len(history)],
                        adapter=adapter, client_tools=tools.tools, stream=stream,
                        persist=store or compact, params=responses_params(body),
@@ -100,6 +109,40 @@ def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False
                        compact_at=threshold(body))
     transcript = None if chained is not None else [*opening, *messages]
     return turn, {"tools": tools, "transcript": transcript}
+
+
+def response_object(body: dict[str, Any], response_id: str, created: int, status: str,
+                    output: list[dict[str, Any]], used: ev.TurnUsage,
+                    metadata: dict[str, str]) -> dict[str, Any]:
+    """The response object of the request ``body`` in ``status``, with ``output``, ``used``
+    (reported once completed) and mol's ``metadata`` merged into the request's own."""
+    own = body.get("metadata")
+    return {"id": response_id, "object": "response", "created_at": created,
+            "status": status, "model": body["model"], "output": output, "error": None,
+            "incomplete_details": None, "instructions": body.get("instructions"),
+            "metadata": {**(own if isinstance(own, dict) else {}), **metadata},
+            "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+            "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+            "tool_choice": body.get("tool_choice") or "auto",
+            "tools": body.get("tools") or [],
+            "previous_response_id": body.get("previous_response_id"),
+            "store": body.get("store", True) is not False,
+            "text": {"format": {"type": "text"}}, "truncation": "disabled",
+            "usage": usage_object(used) if status == "completed" else None}
+
+
+def usage_object(used: ev.TurnUsage) -> dict[str, Any]:
+    """A Responses ``usage`` object (a response's, a compaction's)."""
+    return {"input_tokens": used.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": used.cached_tokens},
+            "output_tokens": used.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": used.prompt_tokens + used.completion_tokens}
+
+
+def left_out(tools: ClientTools) -> dict[str, str]:
+    """``metadata.mol_tools_left_out``: the hosted tools mol left out, if any."""
+    return {"mol_tools_left_out": ", ".join(tools.left_out)} if tools.left_out else {}
 
 
 class ResponseReply(Reply):
@@ -120,36 +163,20 @@ class ResponseReply(Reply):
         self.transcript = transcript
         """The conversation the request replays (``instructions`` and input as messages),
         or None when it is chained by ``previous_response_id``."""
+        self.stream = body.get("stream") is True
         self.sequence = 0
         self.message_id = "msg_" + secrets.token_hex(12)
+        self.completed: dict[str, Any] | None = None
+        """The completed response object, once it is known."""
+        self.encode: Callable[[dict[str, Any]], bytes] = lambda data: sse(
+            data, event=data["type"])
+        """How one streaming event goes out: a server-sent event, or a WebSocket message."""
         job.render = lambda status: self.obj(status, [])
 
     def obj(self, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The response object."""
-        usage = None
-        if status == "completed":
-            used = self.usage
-            usage = {"input_tokens": used.prompt_tokens,
-                     "input_tokens_details": {"cached_tokens": used.cached_tokens},
-                     "output_tokens": used.completion_tokens,
-                     "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": used.prompt_tokens + used.completion_tokens}
-        metadata = self.body.get("metadata")
-        left_out = ({"mol_tools_left_out": ", ".join(self.tools.left_out)}
-                    if self.tools.left_out else {})
-        return {"id": self.id, "object": "response", "created_at": self.created,
-                "status": status, "model": self.model, "output": output, "error": None,
-                "incomplete_details": None, "instructions": self.body.get("instructions"),
-                "metadata": {**(metadata if isinstance(metadata, dict) else {}),
-                             **self.metadata(), **left_out},
-                "parallel_tool_calls": self.body.get("parallel_tool_calls") is not False,
-                "temperature": self.body.get("temperature"), "top_p": self.body.get("top_p"),
-                "tool_choice": self.body.get("tool_choice") or "auto",
-                "tools": self.body.get("tools") or [],
-                "previous_response_id": self.body.get("previous_response_id"),
-                "store": self.body.get("store", True) is not False,
-                "text": {"format": {"type": "text"}}, "truncation": "disabled",
-                "usage": usage}
+        return response_object(self.body, self.id, self.created, status, output, self.usage,
+                               {**self.metadata(), **left_out(self.tools)})
 
     def message_item(self, text: str, status: str = "completed") -> dict[str, Any]:
         """The assistant message output item."""
@@ -178,7 +205,7 @@ class ResponseReply(Reply):
     async def finish_response(self, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The completed object, stored (and its point named, by its id and by the
         transcript it ends) unless ``store`` is false."""
-        final = self.obj("completed", output)
+        final = self.completed = self.obj("completed", output)
         if final["store"]:
             aliases = () if self.transcript is None else (fingerprint(
                 [*self.transcript, *item_messages(output, self.tools, "output")[0]], "resp"),)
@@ -217,7 +244,7 @@ class ResponseReply(Reply):
     def event(self, kind: str, **data: Any) -> bytes:
         """One Responses streaming event, numbered."""
         self.sequence += 1
-        return sse({"type": kind, "sequence_number": self.sequence - 1, **data}, event=kind)
+        return self.encode({"type": kind, "sequence_number": self.sequence - 1, **data})
 
     async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """``response.created`` .. ``response.completed`` as the turn produces them."""
@@ -244,7 +271,7 @@ class ResponseReply(Reply):
                         "code": cancelled.code, "message": cancelled.message}})
                 break
             elif isinstance(item, ApiError):
-                yield self.event("error", error=item.body()["error"],
+                yield self.event("error", error=item.body()["error"], status=item.status,
                                  message=item.message, code=item.code, param=item.param)
                 break
             if isinstance(item, ev.ReasoningDelta):

@@ -1,9 +1,12 @@
-"""Errors as the server answers them: the OpenAI error shape (``ApiError``) and the one
-mapping of mol's errors to HTTP statuses (``api_error``).
+"""Errors as the server answers them: ``ApiError`` and the one mapping of mol's errors to
+HTTP statuses (``api_error``), rendered in the OpenAI error shape or, for a client that
+speaks the Anthropic API (``speaks_anthropic``), in Anthropic's.
 
 Turn scheduling (``mol.server.turns``) raises ``MolError``s only; the routes and the
 replies pass whatever a turn or a route raised through ``api_error``, so each status is
-decided here and nowhere else.
+decided here and nowhere else. The Anthropic rendering keeps that status but for one case:
+a server out of turn slots is 529 ``overloaded_error`` there, as Anthropic answers it
+(the OpenAI shape says 429).
 """
 
 from __future__ import annotations
@@ -40,6 +43,26 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
           404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error",
           429: "rate_limit_error"}
 
+_ANTHROPIC_TYPES = {401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 408: "timeout_error", 429: "rate_limit_error",
+                    504: "timeout_error", 529: "overloaded_error"}
+"""Anthropic's error types by status: other 4xx are ``invalid_request_error``, other 5xx
+``api_error`` (the types the Anthropic SDK's ``ErrorObject`` knows)."""
+
+OVERLOADED = "too_many_turns"
+"""The code of a refusal for want of a turn slot (429 here, 529 in Anthropic's shape)."""
+
+ANTHROPIC_PATH = "/v1/messages"
+
+
+def speaks_anthropic(scope: dict[str, Any]) -> bool:
+    """Whether a request speaks the Anthropic API: a ``/v1/messages`` route, or any request
+    carrying ``anthropic-version`` (the Anthropic SDKs send it on every request)."""
+    path = scope.get("path", "")
+    if path == ANTHROPIC_PATH or path.startswith(ANTHROPIC_PATH + "/"):
+        return True
+    return any(key == b"anthropic-version" for key, _ in scope.get("headers", ()))
+
 
 class ApiError(Exception):
     """An error answered in the OpenAI error shape."""
@@ -60,8 +83,20 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": kind, "param": self.param,
                           "code": self.code}}
 
-    def response(self) -> JSONResponse:
-        """The HTTP response for this error."""
+    def anthropic(self) -> tuple[int, dict[str, Any]]:
+        """The status and body in the Anthropic API's shape:
+        ``{"type": "error", "error": {"type", "message"}}``."""
+        status = 529 if self.code == OVERLOADED else self.status
+        kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else
+                                    "invalid_request_error")
+        return status, {"type": "error", "error": {"type": kind, "message": self.message}}
+
+    def response(self, scope: dict[str, Any] | None = None) -> JSONResponse:
+        """The HTTP response for this error, in the shape the request at ``scope`` speaks
+        (the OpenAI one without a scope)."""
+        if scope is not None and speaks_anthropic(scope):
+            status, body = self.anthropic()
+            return JSONResponse(body, status_code=status, headers=self.headers)
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
@@ -82,7 +117,7 @@ def api_error(exc: BaseException, where: str | None = None) -> ApiError:
     if isinstance(exc, SessionBusy | Overloaded):
         retry = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
         if isinstance(exc, Overloaded):
-            return ApiError(429, message, code="too_many_turns", headers=retry)
+            return ApiError(429, message, code=OVERLOADED, headers=retry)
         return ApiError(409, message, code="conversation_busy", headers=retry)
     if isinstance(exc, SessionConflict):
         return ApiError(409, f"{message}; continue from the conversation's latest point",

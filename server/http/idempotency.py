@@ -67,7 +67,7 @@ class Idempotency:
             key = _key(keys)
             body = await self._body(receive)
         except ApiError as error:
-            await error.response()(scope, receive, send)
+            await error.response(scope)(scope, receive, send)
             return
         digest = hashlib.sha256(scope["path"].encode() + b"\0" + body).hexdigest()
         self._expire()
@@ -125,7 +125,7 @@ class Idempotency:
                         "headers": headers})
             await send({"type": "http.response.body", "body": bytes(entry.body)})
             return
-        await error.response()(scope, receive, send)
+        await error.response(scope)(scope, receive, send)
 
     async def _body(self, receive: Any) -> bytes:
         chunks, size = [], 0

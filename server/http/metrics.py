@@ -3,8 +3,9 @@
 The only module that imports ``prometheus_client`` (it raises nothing to translate). Each
 app has its own registry, so several servers in one process (the tests) count apart:
 
-- ``mol_http_requests_total{route, status}``: every answered request, by route template
-  (``other`` for paths no route matched, e.g. refused before routing);
+- ``mol_http_requests_total{route, status}``: every answered request (and WebSocket
+  handshake), by route template (``other`` for paths no route matched, e.g. refused before
+  routing);
 - ``mol_hop_seconds{hop, adapter}``: latency of the route and summary hops (their model
   call) and of the answer hop (from the route decision to the answer or the client's tool
   calls, tools included);
@@ -145,21 +146,31 @@ class TurnMeter:
             m.engine_errors.labels(hop=event.where).inc()
 
 
+STATUS_OF = {"websocket.accept": 101, "websocket.close": 403}
+"""A WebSocket's status by the app's first answer to its handshake (a close before any
+accept refuses it, as uvicorn answers: 403)."""
+
+
 class Counted:
-    """ASGI middleware counting every HTTP response by route template and status."""
+    """ASGI middleware counting every HTTP response (and WebSocket handshake: 101 when
+    accepted) by route template and status."""
 
     def __init__(self, app: Any, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         status = {"code": 0}
 
         async def counting(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+            kind = message["type"]
+            if not status["code"]:
+                if kind in ("http.response.start", "websocket.http.response.start"):
+                    status["code"] = message["status"]
+                elif kind in STATUS_OF:
+                    status["code"] = STATUS_OF[kind]
             await send(message)
 
         try:

@@ -8,7 +8,10 @@ before any authentication.
   byte now and then buys no time. Past it the connection is closed (``408`` when part
   of a head had arrived), so an idle connection is closed too;
 - a request's body must arrive within ``body_timeout`` seconds (``read_body`` in
-  ``mol.server.http.bodies``: ``408``).
+  ``mol.server.http.bodies``: ``408``);
+- a WebSocket (``GET /v1/responses`` upgraded) counts as a connection; its head deadline
+  ends with the upgrade (its protocol pings an idle peer), and one message may be at most
+  ``max_body`` bytes (a larger one closes it with 1009).
 
 The guards are a mixin over uvicorn's HTTP protocol (``uvicorn.Config(http=...)``), the
 only place that sees a connection before a request exists. The protocol is httptools (a C
@@ -84,6 +87,10 @@ class Guards:
         if self.cycle is not cycle:  # a whole head arrived: the request has begun
             self._disarm()
 
+    def handle_websocket_upgrade(self, *event: Any) -> None:
+        self._disarm()  # the connection is a WebSocket's now: its protocol keeps it alive
+        super().handle_websocket_upgrade(*event)
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing():
@@ -124,4 +131,5 @@ def uvicorn_config(app: Any, config: Any, host: str, port: int, *, http: str | N
         "max_connections": config.max_connections, "header_timeout": config.header_timeout})
     options.setdefault("timeout_graceful_shutdown", config.drain)
     return serving.config(app, host=host, port=port, http=protocol, lifespan="on",
-                          server_header=False, **options)
+                          server_header=False, ws="websockets-sansio",
+                          ws_max_size=config.max_body, **options)

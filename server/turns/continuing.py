@@ -6,7 +6,9 @@ the transcript it resends). The point's conversation is held (``Leases``), then 
 again: once the lock is ours, a turn that named the point before finishing has written
 its final mark. A point followed only by interrupted turns continues in place; an older
 one forks (``mol.server.turns.marks``). Tool results must answer exactly the calls the
-waiting turn left open (``mol.server.turns.seeding``).
+waiting turn left open (``mol.server.turns.seeding``). A request that ``follows`` a job
+continues where that job's turn ended, in memory: a response its client's connection kept
+without storing it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from mol.core.errors import SessionNotFound
 from mol.runtime import Conversation, Runtime, SessionStore, TurnLog
 from mol.server.turns.elicitation import Elicitations
-from mol.server.turns.jobs import TurnRequest
+from mol.server.turns.jobs import Job, TurnRequest
 from mol.server.turns.leases import Leases
 from mol.server.turns.marks import continues_in_place, fork
 from mol.server.turns.seeding import check_results, seed, waiting_calls
@@ -33,6 +35,8 @@ class Continuing:
     async def conversation(self, request: TurnRequest, held: list[str]) -> Conversation:
         """The conversation ``request`` continues (in place or forked), or a new one; the
         ids it holds are added to ``held`` (the caller gives them back)."""
+        if request.follows is not None:
+            return await self._follow(request, request.follows, held)
         if request.key is not None:
             found = await self.store.get_mark(request.key)
             if found is not None:
@@ -66,6 +70,26 @@ class Continuing:
         if request.persist:
             await self.store.save(branch, None, TurnLog(self.runtime.artifact.digest),
                                   parent=session_id)
+        return branch
+
+    async def _follow(self, request: TurnRequest, job: Job, held: list[str]) -> Conversation:
+        """Where ``job``'s turn ended, in memory: that conversation in place (the connection
+        that kept it owns it), or a fork when it moved on since or this turn is stored (the
+        conversation it forks was not)."""
+        base = job.flight.conversation
+        if base is not None:
+            await self._acquire(base.id, held)  # the earlier turn has ended once it is ours
+        if base is None or job.mark is None:
+            raise SessionNotFound("the response to continue did not complete",
+                                  field="previous_response_id")
+        if not request.persist and continues_in_place(base, job.mark):
+            _check_results(base, request)
+            return base
+        branch = fork(base, job.mark)
+        _check_results(branch, request)
+        await self._acquire(branch.id, held)
+        if request.persist:
+            await self.store.save(branch, None, TurnLog(self.runtime.artifact.digest))
         return branch
 
     async def _seed(self, conversation: Conversation, request: TurnRequest) -> None:

@@ -55,6 +55,9 @@ class TurnRequest:
     compact_at: int | None = None
     """Compact a view whose request would take more tokens than this (the client's
     ``context_management``), besides the artifact's threshold."""
+    follows: Job | None = None
+    """Continue where this job's turn ended instead of from a stored point: a response its
+    client's connection keeps in memory only (``store: false`` on a WebSocket)."""
 
 
 class KeepAlive:

@@ -15,6 +15,7 @@ from mol.runtime import Runtime
 from mol.runtime.compaction import keep_point
 from mol.runtime.testing import ScriptedEngine
 from mol.runtime.views import COMPACTION_HEADER, steps_problem
+from mol.runtime.windows import DEFAULT_WINDOW
 
 from .conftest import hcp_text, toy_plugins
 
@@ -179,6 +180,28 @@ async def test_an_engine_overflow_compacts_once_and_retries_once(tmp_path):
     assert asked and len(overflowed) == len(asked)  # each 400: one compaction, one retry
     assert any(c.get("trigger") == "overflow" for done in session.conversation.compactions.values()
                for c in done)
+
+
+async def test_a_request_over_an_assumed_window_goes_to_the_engine(tmp_path):
+    # An agent's first request (a long system prompt, many tools) may exceed the default
+    # window on its own: with no window set or reported, the engine decides, not the estimate.
+    big = "please act " + "word " * (DEFAULT_WINDOW * 2)
+    async with ScriptedEngine.serve(SCRIPT) as engine:  # reports no max_model_len
+        runtime = Runtime(artifact(tmp_path), engine_url=engine.base_url,
+                          plugins=toy_plugins())
+        async with runtime.session() as session:
+            assert await runtime.windows.known("L1") is False
+            result = await session.turn(big)
+        assert result.status == "complete" and result.answer == "Acted."
+    # The same request against a window the engine reports is refused before it is sent.
+    async with ScriptedEngine.serve(SCRIPT, context_window=4 * DEFAULT_WINDOW) as engine:
+        runtime = Runtime(artifact(tmp_path), engine_url=engine.base_url,
+                          plugins=toy_plugins())
+        async with runtime.session() as session:
+            with pytest.raises(ContextTooLong, match="could not be compacted"):
+                # about 167k tokens estimated, 100k as the engine counts: under its window
+                await session.turn("please act " + "word " * 100_000)
+        assert [r for r in engine.requests if r["adapter"] == "L1"] == []
 
 
 def test_the_kept_part_starts_at_a_step_and_keeps_open_calls():

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -198,6 +200,47 @@ def transcript_problems(requests: list[dict[str, Any]]) -> list[str]:
             problems.append(f"request #{record['seq']} ({record['adapter']}) ends with "
                             f"{sorted(open_ids)} unanswered")
     return problems
+
+
+INSIDE = Path(__file__).with_name("agents_inside.py")
+NPM_CACHE = Path(os.environ.get("MOL_TEST_NPM_CACHE",
+                                Path.home() / ".cache" / "mol-tests" / "npm"))
+"""Where the npm packages the tests run are cached (tests/services.py pins them)."""
+
+
+def npm_bin(package: str, command: str) -> Path:
+    """``command`` of the npm ``package`` (``name@version``), installed into the cache once
+    per machine (with its native binary) the way ./test installs it."""
+    launcher = NPM_CACHE / "node_modules" / ".bin" / command
+    name, _, version = package.rpartition("@")
+    manifest = NPM_CACHE / "node_modules" / name / "package.json"
+    if not launcher.exists() or json.loads(manifest.read_text())["version"] != version:
+        NPM_CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                        str(NPM_CACHE), package], check=True, capture_output=True, timeout=900)
+    return launcher
+
+
+def run_inside(tmp_path: Path, script: str, runs: list[dict], extra: str = "") -> dict:
+    """The scripted engine (``script``), ``mol serve`` (the test artifact plus ``extra``) and
+    ``runs`` (see ``agents_inside.py``), all in a loopback-only network namespace; their
+    outcome, with the server's log."""
+    key = tmp_path / "key"
+    key.write_text(KEY + "\n")
+    key.chmod(0o600)
+    (tmp_path / "script.toml").write_text(script)
+    plan = {"script": str(tmp_path / "script.toml"), "hcp": str(write_hcp(tmp_path, extra)),
+            "key_file": str(key), "server_log": str(tmp_path / "server.log"),
+            "out": str(tmp_path / "out.json"), "runs": runs}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    done = subprocess.run(
+        ["unshare", "--net", "--", "sh", "-c",
+         f'ip link set lo up && exec "{sys.executable}" "{INSIDE}" "{tmp_path / "plan.json"}"'],
+        capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    outcome = json.loads((tmp_path / "out.json").read_text())
+    outcome["server_log"] = (tmp_path / "server.log").read_text()
+    return outcome
 
 
 def settled_turns(store, pattern: str, count: int, timeout: float = 30) -> list[tuple]:

@@ -22,8 +22,9 @@ reply = "L0"
 """
 
 PATHS = ["/v1/models", "/v1/models/", "/v1/chat/completions", "/v1/chat/completions/",
-         "/v1/responses", "/v1/responses/resp_x", "/v1//models", "/v1/unknown", "/",
-         "/health/", "/HEALTH", "/v1/health", "/health/../v1/models"]
+         "/v1/responses", "/v1/responses/resp_x", "/v1/messages", "/v1/messages/count_tokens",
+         "/v1//models", "/v1/unknown", "/", "/health/", "/HEALTH", "/v1/health",
+         "/health/../v1/models"]
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 BAD_HEADERS = [
     {},
@@ -33,6 +34,10 @@ BAD_HEADERS = [
     {"Authorization": f"Basic {KEY}"},
     {"Authorization": KEY},
     {"Authorization": f"Bearer {KEY[:-1]}"},
+    {"x-api-key": f"{KEY}x"},
+    {"x-api-key": ""},
+    {"x-api-key": f"Bearer {KEY}"},
+    {"x-api-key": KEY[:-1], "Authorization": f"Bearer {KEY[:-1]}"},
 ]
 
 
@@ -63,6 +68,7 @@ def test_the_right_key_passes_and_health_is_open(served):
     good = {"Authorization": f"Bearer {KEY}"}
     with httpx.Client(base_url=base, timeout=10) as client:
         assert client.get("/v1/models", headers=good).status_code == 200
+        assert client.get("/v1/models", headers={"x-api-key": KEY}).status_code == 200
         assert client.get("/v1/unknown", headers=good).status_code == 404
         assert client.post("/v1/models", headers=good).status_code == 405
         assert client.get("/v1/responses/resp_missing", headers=good).status_code == 404
@@ -145,6 +151,15 @@ def test_without_a_key_a_foreign_origin_is_refused(open_server, origin):
                         headers={"Origin": origin}, timeout=10)
     assert answer.status_code == 403, answer.text
     assert "Origin" in answer.json()["error"]["message"]
+    # A page may open a WebSocket to any host (no CORS): the handshake is refused alike.
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    url = open_server.url.replace("http://", "ws://") + "/responses"
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, origin=origin, open_timeout=10).close()
+    assert refused.value.response.status_code == 403
+    assert b"Origin" in refused.value.response.body
 
 
 def test_without_a_key_a_form_or_text_post_runs_nothing(open_server):

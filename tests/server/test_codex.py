@@ -1,27 +1,21 @@
 """Codex CLI (npm ``@openai/codex``, ``wire_api = "responses"``) against ``mol serve``, with
 its default features: every tool it sends (function tools, the ``multi_agent_v1``
 namespace, the hosted ``web_search``), ``store: false``, the whole input replayed on each
-request. Codex, the scripted engine and ``mol serve`` run in a network namespace with
-loopback only, so nothing Codex tries (update checks, telemetry) reaches outside."""
+request; and with ``supports_websockets = true``, over the Responses WebSocket. Codex, the
+scripted engine and ``mol serve`` run in a network namespace with loopback only
+(``agents_inside.py``), so nothing Codex tries (update checks, telemetry) reaches outside."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import KEY, transcript_problems, write_hcp
+from .conftest import npm_bin, run_inside, transcript_problems
 
 pytestmark = [pytest.mark.slow, pytest.mark.npm("@openai/codex")]
 
 PACKAGE = "@openai/codex@0.169.0"
-CACHE = Path(os.environ.get("MOL_TEST_NPM_CACHE", Path.home() / ".cache" / "mol-tests" / "npm"))
-INSIDE = Path(__file__).with_name("codex_inside.py")
 
 SCRIPT = """
 [[L0]]
@@ -54,37 +48,26 @@ reply = "Hello from mol."
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
     """Codex's launcher, installed from npm once per machine (with its native binary)."""
-    launcher = CACHE / "node_modules" / ".bin" / "codex"
-    if not launcher.exists():
-        assert shutil.which("npm"), "npm is needed to install Codex CLI"
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
-                        str(CACHE), PACKAGE], check=True, capture_output=True, timeout=900)
-    return launcher
+    return npm_bin(PACKAGE, "codex")
 
 
-def run_inside(tmp_path: Path, codex: Path, prompts: list[str]) -> dict:
-    """The scripted engine, ``mol serve`` and one ``codex exec`` per prompt, all in a
-    loopback-only network namespace; their outcome (``codex_inside.py``)."""
-    (tmp_path / "home").mkdir()
-    (tmp_path / "work").mkdir()
-    key = tmp_path / "key"
-    key.write_text(KEY + "\n")
-    key.chmod(0o600)
-    (tmp_path / "script.toml").write_text(SCRIPT)
-    plan = {"script": str(tmp_path / "script.toml"), "hcp": str(write_hcp(tmp_path)),
-            "key_file": str(key), "codex": str(codex), "home": str(tmp_path / "home"),
-            "work": str(tmp_path / "work"), "server_log": str(tmp_path / "server.log"),
-            "out": str(tmp_path / "out.json"), "prompts": prompts}
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    done = subprocess.run(
-        ["unshare", "--net", "--", "sh", "-c",
-         f'ip link set lo up && exec "{sys.executable}" "{INSIDE}" "{tmp_path / "plan.json"}"'],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    outcome = json.loads((tmp_path / "out.json").read_text())
-    outcome["server_log"] = (tmp_path / "server.log").read_text()
-    return outcome
+def codex_runs(tmp_path: Path, codex: Path, prompts: list[str],
+               provider: str = "") -> list[dict]:
+    """One ``codex exec`` per prompt, with Codex's default features, its provider at the
+    server (``provider``: more of its fields)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    entry = (f'{{name = "mol", base_url = "http://127.0.0.1:{{port}}/v1", '
+             f'env_key = "MOL_TEST_KEY", wire_api = "responses"{provider}}}')
+    command = [str(codex), "exec", "--json", "--skip-git-repo-check", "-C", str(work),
+               "-c", "model_provider=mol", "-c", "model=mol",
+               "-c", f"model_providers.mol={entry}",
+               "-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
+               "-c", "feedback.enabled=false"]
+    env = {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "MOL_TEST_KEY": "{key}",
+           "TERM": "dumb", "NO_COLOR": "1"}
+    return [{"argv": [*command, prompt], "env": env} for prompt in prompts]
 
 
 def items(run: dict, kind: str) -> list[dict]:
@@ -93,8 +76,8 @@ def items(run: dict, kind: str) -> list[dict]:
 
 
 def test_codex_exec_answers_and_runs_its_own_shell_tool(tmp_path, codex_bin):
-    outcome = run_inside(tmp_path, codex_bin, [
-        "say hi", "run the shell command and tell me what it printed"])
+    outcome = run_inside(tmp_path, SCRIPT, codex_runs(tmp_path, codex_bin, [
+        "say hi", "run the shell command and tell me what it printed"]))
     text, shell = outcome["runs"]
     assert text["rc"] == 0, text["stderr"]
     assert [m["text"] for m in items(text, "agent_message")] == ["Hello from mol."]
@@ -120,4 +103,28 @@ def test_codex_exec_answers_and_runs_its_own_shell_tool(tmp_path, codex_bin):
     assert "mol-42" in answered["messages"][-1]["content"]
     log = outcome["server_log"]
     assert "left out hosted tools mol cannot run: web_search" in log
+    assert "Traceback" not in log and outcome["server_rc"] == 0
+
+
+def test_codex_over_a_websocket_runs_its_shell_tool(tmp_path, codex_bin):
+    outcome = run_inside(tmp_path, SCRIPT, codex_runs(
+        tmp_path, codex_bin, ["run the shell command and tell me what it printed"],
+        provider=", supports_websockets = true"))
+    [shell] = outcome["runs"]
+    assert shell["rc"] == 0, shell["stderr"]
+    [command] = items(shell, "command_execution")
+    assert command["aggregated_output"].strip() == "mol-42"
+    assert [m["text"] for m in items(shell, "agent_message")] == ["The command printed mol-42."]
+    requests = outcome["requests"]
+    assert all(r["status"] == 200 for r in requests), [r.get("error") for r in requests]
+    assert transcript_problems(requests) == []
+    first, answered = [r["body"] for r in requests if r["adapter"] == "L1"]
+    # The second model call continued the first's conversation: it extends it byte for byte.
+    assert answered["messages"][:len(first["messages"])] == first["messages"]
+    assert "mol-42" in answered["messages"][-1]["content"]
+    log = outcome["server_log"]
+    # Every response went over one WebSocket (Codex warms it up with generate: false, then
+    # sends only new items with previous_response_id): no reconnection, no HTTP fallback.
+    assert log.count('"WebSocket /v1/responses" [accepted]') == 1
+    assert "POST /v1/responses" not in log
     assert "Traceback" not in log and outcome["server_rc"] == 0

@@ -14,8 +14,7 @@ import time
 import pytest
 
 from mol.runtime.testing import ScriptedEngine
-
-from ...conftest import hcp_text
+from tests.conftest import hcp_text
 
 pytestmark = pytest.mark.slow
 
