@@ -89,22 +89,16 @@ def warnings(doc: Any, bundles: dict[str, Any], commands: dict[str, Any]) -> lis
     every = set(doc.mcp_servers)
     for event in TOOL_EVENTS:
         for index, matcher in enumerate(getattr(doc.hooks, event)):
-            check(f"hooks.{event}[{index}].matcher", _alternatives(matcher.matcher), every)
+            check(f"hooks.{event}[{index}].matcher", matcher.globs(), every)
     for name, bundle in bundles.items():
         reach = set().union(*(servers[a] for a in users.get(name, []))) if name in users else every
         for event in TOOL_EVENTS:
             for index, matcher in enumerate(getattr(bundle.hooks, event)):
                 check(f"bundle {name}: hooks.{event}[{index}].matcher",
-                      _alternatives(matcher.matcher), reach)
+                      matcher.globs(), reach)
     for key, command in sorted(commands.items()):
         if key == command.qualified:  # each command once, under its unambiguous name
             reach = set().union(*(servers[a] for a in users.get(command.bundle, [])))
             check(f"command /{key} allowed-tools", command.allowed_tools, reach)
     return found
 
-
-def _alternatives(matcher: str) -> list[str]:
-    """The globs of a hook matcher (``|`` separates them; ``*`` or empty selects all)."""
-    if matcher in ("", "*"):
-        return []
-    return [part.strip() for part in matcher.split("|")]
