@@ -3,12 +3,17 @@
 ``auth_for`` gives a connection its ``httpx2.Auth``: the SDK's provider does
 discovery (protected resource metadata, then authorization server metadata),
 dynamic client registration or a pre-registered client, PKCE, refresh and
-scope step-up; ``client_credentials`` gets tokens with no person involved.
+scope step-up (a ``403`` with ``error="insufficient_scope"``: it signs in again for
+the union of the scopes it holds and the ones challenged, then retries the request
+once); ``client_credentials`` gets tokens with no person involved.
 Tokens and the registered client live in ``<state>/mcp-oauth/`` (``$MOL_STATE_DIR``,
 else ``$XDG_STATE_HOME/mol``, else ``~/.local/state/mol``), each file mode
-0600. A runtime never starts a browser flow: a server that needs a sign-in
-fails with a message naming ``mol mcp login NAME``, which runs the flow once
-(``SignIn``): it prints the authorization URL and waits on a loopback redirect.
+0600. A sign-in (``SignIn``) shows a person the authorization URL and waits on a
+loopback redirect: ``mol mcp login NAME`` runs it once, and during a tool call the
+call's person is asked (``Answers.sign_in``: ``mol chat`` at the terminal, a ``mol
+serve`` client through ``mcp_elicitation``). Where nobody can sign in (a server's
+start, ``mol run``), or the person declines, ``contained`` ends the request that
+needed it with the reason (naming ``mol mcp login NAME``), and the connection lives on.
 
 ``url_guard`` checks every request the connection makes, the OAuth ones
 included: a URL whose host is private, link-local, loopback or otherwise not
@@ -23,6 +28,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from functools import cache
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -30,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
-from mol.core.errors import MCPError, MCPStartupError
+from mol.core.errors import MCPError, MCPSignInError, MCPStartupError, exception_leaves
 
 logger = logging.getLogger("mol.mcp")
 
@@ -149,10 +155,13 @@ def redirect_uri(config: Any) -> str:
     return f"http://127.0.0.1:{config.oauth.redirect_port}/callback"
 
 
-def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] | None = None) -> Any:
-    """The ``httpx2.Auth`` of server ``name``. ``sign_in`` opens an authorization URL
-    for a person (prints it, starts a browser); without it (a headless runtime) a needed
-    sign-in fails, naming ``mol mcp login``."""
+def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] | None = None,
+             can_sign_in: Callable[[], bool] = lambda: False,
+             refused: Callable[[str], None] = lambda reason: None) -> Any:
+    """The ``httpx2.Auth`` of server ``name``. ``sign_in`` opens an authorization URL for a
+    person (raising ``MCPSignInError`` when it cannot); ``can_sign_in`` says whether anyone
+    can, for the request being sent; ``refused`` is told why a request went without the
+    sign-in it needed."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
@@ -175,9 +184,97 @@ def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] |
         client_name="mol", redirect_uris=[redirect_uri(config)], scope=scope,
         grant_types=["authorization_code", "refresh_token"], response_types=["code"])
     flow = SignIn(name, config, sign_in)
-    return OAuthClientProvider(
+    provider = OAuthClientProvider(
         config.url, metadata, storage, redirect_handler=flow.redirect,
         callback_handler=flow.callback, client_metadata_url=oauth.client_metadata_url)
+    return contained(name, provider, can_sign_in, refused)
+
+
+@cache
+def _contained_class() -> Any:
+    import httpx2
+    from mcp.client.auth.utils import extract_field_from_www_auth
+
+    class _Contained(httpx2.Auth):
+        """The SDK's authorization-code provider, with a sign-in it cannot have ending only
+        the request that needed it: when nobody can sign in, the ``401`` (or the ``403
+        insufficient_scope``) goes back to the transport as it came, which fails that request;
+        a sign-in that fails midway (``MCPSignInError``: declined, nobody there) ends the flow
+        the same way. The SDK would raise instead, which ends the whole connection."""
+
+        requires_response_body = True
+
+        def __init__(self, name: str, provider: Any, can_sign_in: Callable[[], bool],
+                     refused: Callable[[str], None]) -> None:
+            self.name, self.provider = name, provider
+            self.can_sign_in, self.refused = can_sign_in, refused
+
+        async def async_auth_flow(self, request: Any) -> Any:
+            flow = self.provider.async_auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                first = None  # the server's answer to the request itself
+                while True:
+                    response = yield outgoing
+                    if first is None and outgoing is request:
+                        first = response
+                        if not self._may_sign_in(response):
+                            return
+                    try:
+                        outgoing = await flow.asend(response)
+                    except MCPSignInError as exc:
+                        self.refused(str(exc))
+                        if response is not first:
+                            # httpx hands back the last response, here the flow's own
+                            # (metadata); the server refused the request unprocessed, so it
+                            # is sent once more, unchanged, for that refusal to be the answer.
+                            yield request
+                        return
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
+
+        def _may_sign_in(self, response: Any) -> bool:
+            """False (and ``refused`` told why) when ``response`` asks for a sign-in nobody
+            can give now."""
+            step_up = (response.status_code == 403 and
+                       extract_field_from_www_auth(response, "error") == "insufficient_scope")
+            if (response.status_code != 401 and not step_up) or self.can_sign_in():
+                return True
+            if step_up:
+                scope = extract_field_from_www_auth(response, "scope") or ""
+                self.refused(f"the server asks for more access (scope {scope!r}) than mol was "
+                             "granted, and nobody is here to sign in again: add it to "
+                             f"[mcp_servers.{self.name}] oauth.scopes and run "
+                             f"'mol mcp login {self.name}'")
+            else:
+                self.refused(f"MCP server {self.name!r} needs a sign-in: run "
+                             f"'mol mcp login {self.name}'")
+            return False
+
+    return _Contained
+
+
+def contained(name: str, provider: Any, can_sign_in: Callable[[], bool],
+              refused: Callable[[str], None]) -> Any:
+    """``provider`` (the SDK's authorization-code provider) whose sign-in, when it cannot be
+    had, fails only the request that needed it (see ``_Contained``)."""
+    _quiet_sign_in_failures()
+    return _contained_class()(name, provider, can_sign_in, refused)
+
+
+def _quiet_sign_in_failures() -> None:
+    """The SDK logs every exception of its flow with a traceback; a sign-in the person
+    declined is said once, as the request's error, not as a crash."""
+    target = logging.getLogger("mcp.client.auth.oauth2")
+    if not any(isinstance(f, _SignInFilter) for f in target.filters):
+        target.addFilter(_SignInFilter())
+
+
+class _SignInFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], MCPSignInError))
 
 
 def _machine_auth(config: Any, storage: FileTokenStorage, secret: str | None,
@@ -254,8 +351,8 @@ class SignIn:
     async def redirect(self, url: str) -> None:
         """Check the authorization URL and listen for the redirect (the SDK's redirect handler)."""
         if self.open_url is None:
-            raise MCPStartupError(f"MCP server {self.name!r} needs a sign-in: run "
-                                  f"'mol mcp login {self.name}'")
+            raise MCPSignInError(f"MCP server {self.name!r} needs a sign-in: run "
+                                 f"'mol mcp login {self.name}'")
         if not await is_local(self.config.url):
             await check_url(url)
         self.url, self.query, self.arrived = url, {}, anyio.Event()
@@ -267,15 +364,22 @@ class SignIn:
         from mcp.shared.auth import AuthorizationCodeResult
 
         assert self.open_url is not None and self.listener is not None
-        async with self.listener, anyio.create_task_group() as tg:
-            tg.start_soon(self.listener.serve, self._handle)
-            await self.open_url(self.url)
-            with anyio.fail_after(LOGIN_TIMEOUT_SEC):
-                await self.arrived.wait()
-            tg.cancel_scope.cancel()
+        async with self.listener:
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self.listener.serve, self._handle)
+                    await self.open_url(self.url)
+                    with anyio.move_on_after(LOGIN_TIMEOUT_SEC):
+                        await self.arrived.wait()
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:  # the URL's opener failed: say it as it said
+                raise exception_leaves(group)[0] from None
+        if not self.arrived.is_set():
+            raise MCPSignInError(f"the sign-in to MCP server {self.name!r} did not come back "
+                                 f"within {LOGIN_TIMEOUT_SEC:g} s")
         if "code" not in self.query:
             reason = self.query.get("error_description") or self.query.get("error") or "no code came back"
-            raise MCPError(f"the sign-in to MCP server {self.name!r} failed: {reason}")
+            raise MCPSignInError(f"the sign-in to MCP server {self.name!r} failed: {reason}")
         return AuthorizationCodeResult(code=self.query["code"], state=self.query.get("state"),
                                        iss=self.query.get("iss"))
 
