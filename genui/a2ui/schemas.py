@@ -32,8 +32,6 @@ from mol.core.errors import GenUISetupError
 
 STREAMS = ("server_to_client.json", "agent_to_renderer.json")
 """The file of a schema folder that defines the stream an agent sends (v0.9's name, v1.0's)."""
-ENVELOPE = frozenset({"id", "component", "accessibility", "weight", "catalogId", "metadata"})
-"""Properties every component may carry, whatever its type (ComponentCommon and the like)."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +74,13 @@ class Catalog:
     in a path stands for every item of an array."""
     inputs: frozenset[str] = frozenset()
     """Component types whose ``value`` the user writes (they have a ``value`` property)."""
+    envelope: frozenset[str] = frozenset({"component"})
+    """Properties every component may carry, whatever its type: ``component``, the version's
+    ``ComponentCommon`` and the catalog's own ``CatalogComponentCommon`` (v0.9's ``weight``)."""
 
     def declared(self, kind: str) -> set[str]:
         """The properties a component of type ``kind`` may have (its own and the envelope's)."""
-        return set(_properties(self.components[kind])) | ENVELOPE
+        return set(_properties(self.components[kind])) | self.envelope
 
 
 @dataclass
@@ -166,7 +167,7 @@ def _load(root: str, renderer: str) -> Schemas:
         # "common_types.json" (v1.0) resolves next to the catalog's own $id.
         resources.append((base_uri(protocol.folder) + "catalog.json", basic))
         resources.append((basic["$id"].rsplit("/", 1)[0] + "/common_types.json", common))
-        catalogs[protocol.folder] = {basic["catalogId"]: _catalog(basic)}
+        catalogs[protocol.folder] = {basic["catalogId"]: _catalog(basic, common)}
     for folder in accepted:
         if folder not in protocols:
             raise GenUISetupError(f"the A2UI renderer reads {folder} messages, whose schemas "
@@ -227,12 +228,16 @@ def _with_versions(top: dict[str, Any], protocol: Protocol) -> dict[str, Any]:
     return {**top, "$defs": definitions}
 
 
-def _catalog(contents: dict[str, Any]) -> Catalog:
+def _catalog(contents: dict[str, Any], common: dict[str, Any]) -> Catalog:
     components = contents["components"]
     references = {kind: list(_child_properties(schema, ())) for kind, schema in components.items()}
     inputs = frozenset(kind for kind, schema in components.items()
                        if "value" in _properties(schema))
-    return Catalog(contents["catalogId"], components, references, inputs)
+    envelope = {"component"}
+    for where in (common, contents):
+        for name in ("ComponentCommon", "CatalogComponentCommon"):
+            envelope |= set(((where.get("$defs") or {}).get(name) or {}).get("properties") or {})
+    return Catalog(contents["catalogId"], components, references, inputs, frozenset(envelope))
 
 
 def _properties(schema: dict[str, Any]) -> dict[str, Any]:

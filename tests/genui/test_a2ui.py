@@ -237,3 +237,17 @@ def test_message_types(schemas):
     assert [(rule, where) for rule, where, _ in found] == [("schema", "line 1"),
                                                            ("schema", "line 2")]
     assert "several message types" in found[0][2] and "no message type" in found[1][2]
+
+
+def test_the_envelope_of_a_component_is_its_versions_own(schemas):
+    """Each version's own envelope: v1.0's ``ComponentCommon`` has ``metadata``, v0.9's does
+    not, so a v0.9 component carrying it is refused and named (a list kept by hand over both
+    versions let it pass)."""
+    basic = "https://a2ui.org/specification/v1_0/catalogs/basic/catalog.json"
+    tagged = {"id": "root", "component": "Text", "text": "Hi", "metadata": {}}
+    assert problems(lines({"version": "v1.0", "createSurface": {
+        "surfaceId": "s", "catalogId": basic, "components": [tagged]}}), schemas) == []
+    [(rule, where, message)] = problems(lines(create(), components(tagged)), schemas)
+    assert (rule, where) == ("schema", "line 2 /updateComponents/components/0")
+    assert message == ("unexpected properties 'metadata': a Text has accessibility, id, text, "
+                       "variant, weight")
