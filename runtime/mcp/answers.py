@@ -167,8 +167,8 @@ class Answers:
                                  f"run 'mol mcp login {self.name}'")
         answer = await self._ask(call, ask, {
             "mode": "url", "url": url, "elicitationId": secrets.token_hex(8),
-            "message": f"mol needs you to sign in to MCP server {self.name!r}{wanted}: open "
-                       "the URL, and say when you are done"})
+            "message": f"sign in to MCP server {self.name!r}{wanted} (this call needs it): "
+                       "open the URL, then say when you are done"})
         if answer.get("action") != "accept":
             raise MCPSignInError(f"MCP server {self.name!r} needs a sign-in{wanted}; the person "
                                  f"answered {answer.get('action')!r}")
