@@ -22,9 +22,11 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-SUPPORTED_EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop",
-                    "SubagentStart", "SubagentStop")
-"""Claude Code hook events mol runs (docs/hooks.md says how each maps)."""
+from mol.hcp.sections import HooksConfig
+
+SUPPORTED_EVENTS = tuple(HooksConfig.model_fields)
+"""Claude Code hook events mol runs: the events of ``[hooks]`` (docs/hooks.md says how each
+maps), read from the schema so that the two never differ."""
 
 CLAUDE_TOOLS = {"Bash": "terminal", "Read": "read_file", "Write": "write_file",
                 "Edit": "edit_file", "MultiEdit": "edit_file", "LS": "list_dir"}

@@ -393,3 +393,29 @@ def test_every_streamed_event_is_one_the_openai_sdk_defines(served, body):
             if line.startswith("data: ") and line != "data: [DONE]":
                 seen.append(sdk_stream_event(json.loads(line.removeprefix("data: "))))
     assert seen[0] == "response.created" and seen[-1] == "response.completed"
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "user", "content": "the first chunks checked against the SDK"}],
+     "stream_options": {"include_usage": True}},
+    {"messages": [{"role": "user", "content": "weather in Paris?"}], "tools": [WEATHER_TOOL]},
+], ids=["text", "tool-call"])
+def test_every_streamed_chunk_is_the_openai_sdks_chunk(served, body):
+    """Each Chat Completions chunk validates as the SDK's ``ChatCompletionChunk``, and the
+    whole answer as its ``ChatCompletion``: every field the SDK requires, of its type."""
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    headers = {"Authorization": f"Bearer {served.key}"}
+    chunks = []
+    with httpx.stream("POST", f"{served.url}/chat/completions", timeout=60, headers=headers,
+                      json={"model": "mol", "stream": True, **body}) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(ChatCompletionChunk.model_validate_json(line.removeprefix("data: ")))
+    assert chunks and any(c.choices and c.choices[0].finish_reason for c in chunks)
+    body = {k: v for k, v in body.items() if k != "stream_options"}
+    whole = httpx.post(f"{served.url}/chat/completions", timeout=60, headers=headers,
+                       json={"model": "mol", **body})
+    assert whole.status_code == 200, whole.text
+    ChatCompletion.model_validate(whole.json())

@@ -296,7 +296,8 @@ async def _http_transport(conn: Any, stack: AsyncExitStack) -> Any:
         if not token:
             raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
         headers["Authorization"] = f"Bearer {token}"
-    from mol.runtime.mcp.sdk.oauth import auth_for, url_guard
+    from mol.runtime.mcp.sdk.oauth import auth_for
+    from mol.runtime.mcp.sdk.urls import url_guard
 
     answers = conn.answers
     auth = None

@@ -21,7 +21,8 @@ from mol.core.errors import MCPError
 from mol.core.tools import ToolContext
 from mol.hcp.loader import load
 from mol.runtime.mcp import MCPManager
-from mol.runtime.mcp.sdk.oauth import check_url, token_path, url_guard
+from mol.runtime.mcp.sdk.oauth import token_path
+from mol.runtime.mcp.sdk.urls import check_url, url_guard
 
 from .conftest import SLOW_START, free_port
 
