@@ -17,7 +17,11 @@ these take and back.
   ``elicitation = "decline"``. A handshake-era request arrives off the call's
   task: it goes to the most recent call in flight, and is declined when calls of
   several sessions are in flight (it could be any of theirs). Accepted form
-  answers get the schema's defaults for fields the person left out.
+  answers get the schema's defaults for fields the answer left out, whoever gave
+  it; an asker that fails, or answers what is no answer, answers ``cancel``.
+- **Sign-in** (``sign_in``): when the server's OAuth needs a person during a call
+  (a step-up to a wider scope), the call's person is sent to the authorization URL
+  as a URL-mode request, through the same asker.
 - **Roots** are the configured folders plus the sandbox workspace once the
   session has a sandbox (``list_changed`` is sent when that changes).
 - **Logs** of the server land on the ``mol.mcp.server.<name>`` logger.
@@ -44,6 +48,7 @@ from mol.core import events as ev
 from mol.core.deadlines import paused
 from mol.core.errors import MCPSignInError
 from mol.core.schemas import with_defaults
+from mol.core.tools import ELICIT_ACTIONS
 
 logger = logging.getLogger("mol.mcp")
 
@@ -266,7 +271,7 @@ def sampling_messages(params: dict[str, Any]) -> list[dict[str, Any]]:
 def _plain_answer(answer: Any) -> dict[str, Any]:
     """An asker's answer as an ``ElicitResult`` dict: ``cancel`` for one that is not (an
     action outside accept, decline and cancel; content that is not an object)."""
-    if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+    if not isinstance(answer, dict) or answer.get("action") not in ELICIT_ACTIONS:
         logger.warning("an elicitation answer is not {action, content}: %.200r", answer)
         return {"action": "cancel"}
     content = answer.get("content")

@@ -43,6 +43,7 @@ from mol.core import events as ev
 from mol.core.deadlines import paused
 from mol.core.errors import AnswerEnded, ConversationError, SessionBusy
 from mol.core.schemas import compile_schema, with_defaults
+from mol.core.tools import ELICIT_ACTIONS as ACTIONS
 from mol.runtime import new_call_id
 from mol.server.turns.jobs import Job, TurnRequest
 
@@ -52,7 +53,6 @@ TOOL = "mcp_elicitation"
 """The function tool a client declares to answer MCP servers' requests for input."""
 WAIT = 300.0
 """Seconds a suspended turn waits for the client's answer by default, then declines."""
-ACTIONS = ("accept", "decline", "cancel")
 ENDED = 4096
 """Elicitations remembered after they ended, so a late answer gets a clear 409."""
 

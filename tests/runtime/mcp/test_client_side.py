@@ -235,3 +235,16 @@ async def test_a_cancelled_turn_cancels_the_call_at_the_server(tmp_path, call_lo
             await mcp.call("L1", "mcp__s__hang", {})
         await wait_for(lambda: "cancelled hang" in call_log.read_text(), within=10)
         assert (await mcp.call("L1", "mcp__s__echo", {"text": "still"})).content == "still"
+
+
+def test_the_elicitation_actions_are_the_sdks():
+    """mol's answers (and the server's check of a client's) use the actions the protocol
+    defines, as the SDK's ``ElicitResult`` spells them."""
+    import typing
+
+    import mcp_types
+
+    from mol.core.tools import ELICIT_ACTIONS
+
+    action = mcp_types.ElicitResult.model_fields["action"].annotation
+    assert ELICIT_ACTIONS == typing.get_args(action)
