@@ -23,7 +23,8 @@ keep their cause (``raise ... from exc``)::
     ├── MCPError                  an MCP server misbehaved (runtime/mcp.py)
     │   ├── MCPStartupError         a server did not start or initialize
     │   ├── MCPTimeout              a call exceeded ``tool_timeout_sec``
-    │   └── MCPServerDied           the server process exited
+    │   ├── MCPServerDied           the server process exited
+    │   └── MCPSignInError          a sign-in the server's OAuth asked for could not be had
     ├── SandboxError              a sandbox failed (sandboxes/)
     │   ├── DockerUnavailable       no Docker engine answers
     │   ├── SandboxTimeout          a Docker operation exceeded its deadline
@@ -199,6 +200,11 @@ class MCPTimeout(MCPError):
 
 class MCPServerDied(MCPError):
     """An MCP server process exited while mol needed it."""
+
+
+class MCPSignInError(MCPError):
+    """A server's OAuth needed a person to sign in (a first sign-in, or a wider scope) and
+    none could: nobody to ask, or the person declined."""
 
 
 class SandboxError(MolError):

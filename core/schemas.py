@@ -11,7 +11,9 @@ A schema that cannot be compiled raises ``SchemaProblem`` with the reason.
 ``CompiledSchema.check`` validates arguments: optional properties given as
 ``null`` are dropped first (models send them so), and every failure, a
 recursive ``$ref`` or a regex over budget included, becomes a ``ValueError``
-whose message speaks JSON (``null``, ``true``), never Python.
+whose message speaks JSON (``null``, ``true``), never Python. ``with_defaults`` fills an
+object's missing properties from the schema's ``default`` values (an MCP elicitation's
+answer, SEP-1034).
 """
 
 from __future__ import annotations
@@ -158,6 +160,18 @@ class CompiledSchema:
             return self._validator.evolve(schema=sub).is_valid(None)
         except Exception:  # a $ref the property cannot resolve alone: keep the null
             return True
+
+
+def with_defaults(schema: Any, content: dict[str, Any]) -> dict[str, Any]:
+    """``content`` with the schema's ``default`` for every top-level property left out
+    (SEP-1034: an elicitation's form, whoever answered it, carries the defaults of what the
+    person did not fill in)."""
+    filled = dict(content)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    for name, prop in (properties if isinstance(properties, dict) else {}).items():
+        if name not in filled and isinstance(prop, dict) and "default" in prop:
+            filled[name] = prop["default"]
+    return filled
 
 
 def compile_schema(schema: Any) -> CompiledSchema:

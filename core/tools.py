@@ -26,6 +26,9 @@ from mol.core.errors import ToolError
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """Names engines accept for functions (OpenAI: letters, digits, ``_`` and ``-``, 64 at most)."""
+ELICIT_ACTIONS = ("accept", "decline", "cancel")
+"""The actions of an MCP ``ElicitResult`` (the SDK's ``Literal``; tests/runtime/mcp checks
+they agree), what ``ToolContext.elicit`` answers with."""
 
 
 @dataclass(frozen=True)

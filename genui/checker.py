@@ -31,7 +31,7 @@ async def check_blocks(found: list[Block], origin: str = "answer") -> list[Check
     results: list[tuple[int, Checked]] = []
     streams = [b for b in found if b.kind == "a2ui"]
     if streams:
-        schemas = load(chain.a2ui_schemas())
+        schemas = load(chain.a2ui_schemas(), chain.a2ui_renderer())
         pieces = [(b.text, b.first_line) for b in streams]
         checked = await anyio.to_thread.run_sync(
             lambda: check_stream(pieces, schemas, origin=origin))

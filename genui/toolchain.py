@@ -6,7 +6,9 @@ Everything the checker and the preview run comes from one cache folder,
 check or render time. Setup installs the packages pinned by
 ``genui/node/package-lock.json`` with ``npm ci --ignore-scripts``, then builds
 the preview's local modules (``node/build.mjs``: React, the A2UI Lit renderer,
-the ``$ui4a/*`` runtime stubs) into ``assets/``. A stamp records the digest of
+the ``$ui4a/*`` runtime stubs) into ``assets/``, and writes what that renderer accepts
+(``node/renderer.mjs``: the A2UI versions of each message type, from the package's own
+message schema) into ``a2ui-renderer.json``. A stamp records the digest of
 everything that went into the cache, so a mol whose pins or stubs changed
 asks for ``mol genui setup`` again instead of running stale files.
 
@@ -35,6 +37,8 @@ STUBS = PACKAGE / "stubs"
 """The ``$ui4a/*`` modules: type declarations for the checker, JavaScript for the preview."""
 SETUP_HINT = "run `mol genui setup` (needs Node 18+ and npm, online once)"
 STAMP = ".mol-genui-stamp"
+RENDERER = "a2ui-renderer.json"
+"""The file ``node/renderer.mjs`` writes into the cache at setup."""
 NPM_TIMEOUT = 900.0
 """Seconds ``npm ci`` may take (a cold cache downloads about 120 MB)."""
 
@@ -45,7 +49,7 @@ def home() -> Path:
 
 
 BUILD_INPUTS = ("node/package.json", "node/package-lock.json", "node/build.mjs",
-                "node/a2ui-preview.js", "stubs/*.js")
+                "node/a2ui-preview.js", "node/renderer.mjs", "stubs/*.js")
 """What the cache is built from; the checker's own program and the stubs' declarations are
 read from the package at each check, so changing them needs no new setup."""
 
@@ -82,6 +86,11 @@ class Toolchain:
         """The official A2UI JSON Schemas, as ``@a2ui/web_core`` ships them
         (``v0_9/schemas``, ``v1_0/schemas``)."""
         return self.modules / "@a2ui" / "web_core" / "src"
+
+    def a2ui_renderer(self) -> Path:
+        """What the preview's A2UI renderer accepts, written at setup by ``renderer.mjs``:
+        per renderer module, the ``version`` values of each message type."""
+        return self.home / RENDERER
 
     def script(self, name: str) -> str:
         """The path of one of mol's Node programs (``check.mjs``, ``build.mjs``)."""
@@ -133,6 +142,7 @@ def setup(force: bool = False, say: Callable[[str], None] = print) -> Toolchain:
     chain = Toolchain(root, node)
     say("building the preview modules")
     _run([node, chain.script("build.mjs"), str(root), str(STUBS)], root, "the preview build")
+    _run([node, chain.script("renderer.mjs"), str(root)], root, "reading the A2UI renderer")
     (root / STAMP).write_text(digest() + "\n")
     say(f"the GenUI toolchain is ready in {root}")
     return chain

@@ -13,7 +13,9 @@ unknown ones kept), and the default component locations::
 
 Paths a manifest names add to the defaults. The same file or folder reached
 twice (a symbolic link, or a manifest naming a default) is read once. A
-bundle's MCP server ``S`` is named ``<bundle>_S`` in the artifact. What mol
+bundle's MCP server ``S`` is named as Claude Code names it, ``plugin_<bundle>_S``
+(``mol.hcp.claude.plugin_server``), so its tools are ``mcp__plugin_<bundle>_S__<tool>``,
+the names the plugin's commands and hooks use. What mol
 cannot run (agents, output styles, an unsupported hook event...) is reported
 in ``Bundle.notes``; what is wrong (invalid JSON, a literal secret, a missing
 hook script) is a problem that fails the load.
@@ -40,7 +42,8 @@ NOT_LOADED = ("agents", "outputStyles", "lspServers", "apps", "monitors")
 """Manifest components mol does not load (reported when present)."""
 _NAME = re.compile(r"^[A-Za-z0-9]+(?:[-][A-Za-z0-9]+)*$")
 _SERVER = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
-"""A server name that gives clean tool names (``mcp__<server>__<tool>``, mol.runtime.mcp.naming)."""
+"""A server name that gives clean tool names (``mcp__<server>__<tool>``, mol.runtime.mcp.naming):
+no ``__`` inside and no ``_`` at either end."""
 
 
 @dataclass
@@ -62,7 +65,7 @@ class Bundle:
     """Name -> ``mol.hcp.slash.SlashCommand``."""
     hooks: HooksConfig = field(default_factory=HooksConfig)
     mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
-    """Artifact name (``<bundle>_<server>``) -> configuration."""
+    """Artifact name (``plugin_<bundle>_<server>``, Claude Code's) -> configuration."""
     notes: list[str] = field(default_factory=list)
     """What was not loaded, and why."""
 
@@ -180,10 +183,10 @@ def _load_mcp(bundle: Bundle, declared: list[Any], base_dir: Path, problems: lis
             problems += translated.problems
             if translated.value is None or translated.problems:
                 continue
-            name = f"{bundle.name}_{server}"
+            name = claude.plugin_server(bundle.name, server)
             if not _SERVER.match(name):
-                problems.append(f"{where}: mcpServers.{server}: the name must be letters, digits, "
-                                f"'-' and single '_' (mol names it {name!r})")
+                problems.append(f"{where}: mcpServers.{server}: the name must not hold '__' or "
+                                f"end with '_' (its tools would be mcp__{name}__<tool>)")
                 continue
             try:
                 bundle.mcp_servers[name] = MCPServerConfig.model_validate(translated.value)
@@ -194,12 +197,11 @@ def _load_mcp(bundle: Bundle, declared: list[Any], base_dir: Path, problems: lis
 def _load_commands(bundle: Bundle, declared: list[Any], problems: list[str]) -> None:
     from mol.hcp import slash
 
-    servers = {name.removeprefix(f"{bundle.name}_"): name for name in bundle.mcp_servers}
     files: list[Path] = []
     for path in _paths(bundle.folder, "commands", declared, problems):
         files += sorted(path.rglob("*.md")) if path.is_dir() else [path]
     for file in files:
-        parsed = slash.parse(file, bundle.name, bundle.folder, servers)
+        parsed = slash.parse(file, bundle.name, bundle.folder)
         bundle.notes += parsed.notes
         problems += parsed.problems
         command = parsed.value

@@ -26,7 +26,7 @@ from mol.hcp.sections import HooksConfig
 
 SUPPORTED_EVENTS = tuple(HooksConfig.model_fields)
 """Claude Code hook events mol runs: the events of ``[hooks]`` (docs/hooks.md says how each
-maps)."""
+maps), read from the schema so that the two never differ."""
 
 CLAUDE_TOOLS = {"Bash": "terminal", "Read": "read_file", "Write": "write_file",
                 "Edit": "edit_file", "MultiEdit": "edit_file", "LS": "list_dir"}
@@ -45,6 +45,7 @@ _ANY_REFERENCE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*")
 _BEARER = re.compile(r"^Bearer\s+\$\{([A-Za-z_][A-Za-z0-9_]*)\}$", re.IGNORECASE)
 _SHELL_SYNTAX = re.compile(r"[|&;<>()`$*?\[\]~{}]")
 _KINDS = {str: "string", list: "list", dict: "JSON object"}
+_NOT_KEY = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass
@@ -59,6 +60,20 @@ class Translation:
 def is_secret_name(name: str) -> bool:
     """Whether a variable or header name looks like it carries a credential."""
     return bool(_SECRET_NAME.search(name))
+
+
+def server_key(name: str) -> str:
+    """An MCP server's name as Claude Code puts it in tool names (``mcp__<key>__<tool>``):
+    every character outside ``[A-Za-z0-9_-]`` becomes ``_``."""
+    return _NOT_KEY.sub("_", name)
+
+
+def plugin_server(plugin: str, server: str) -> str:
+    """The name Claude Code gives MCP server ``server`` of plugin ``plugin``: it registers
+    it as ``plugin:<plugin>:<server>``, so the tools are
+    ``mcp__plugin_<plugin>_<server>__<tool>`` (``mcp__plugin_slack_slack__slack_read_channel``),
+    the names plugins write in ``allowed-tools`` and hook matchers."""
+    return server_key(f"plugin:{plugin}:{server}")
 
 
 def replace_roots(text: str, roots: dict[str, str]) -> str:
@@ -279,10 +294,11 @@ def tool_name(name: str) -> str:
     return CLAUDE_TOOLS.get(name, name)
 
 
-def allowed_tools(entries: list[str], servers: dict[str, str],
-                  where: str) -> Translation:
+def allowed_tools(entries: list[str], where: str) -> Translation:
     """Claude Code permission entries (``Bash(git:*)``, ``Read``, ``mcp__srv__tool``) as mol
-    tool-name patterns; ``servers`` renames MCP servers (a bundle's own names)."""
+    tool-name patterns. MCP names pass unchanged (a plugin's own tools are
+    ``mcp__plugin_<plugin>_<server>__<tool>`` in both); ``mcp__srv``, Claude Code's rule for
+    every tool of a server, is ``mcp__srv__*``."""
     out = Translation(value=[])
     for entry in entries:
         name, _, specifier = entry.partition("(")
@@ -290,9 +306,8 @@ def allowed_tools(entries: list[str], servers: dict[str, str],
         if specifier:
             out.notes.append(f"{where}: {entry!r}: mol's policy is over tool names, so it "
                              f"allows all of {name}")
-        if name.startswith("mcp__"):
-            server, _, rest = name[len("mcp__"):].partition("__")
-            name = f"mcp__{servers.get(server, server)}__{rest or '*'}"
+        if name.startswith("mcp__") and "__" not in name[len("mcp__"):]:
+            name += "__*"
         if name and name not in out.value:
             out.value.append(name)
     return out

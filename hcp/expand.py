@@ -3,9 +3,9 @@
 ``load_bundles`` reads every folder of ``[bundles] paths``; ``expand`` gives
 each adapter what the bundles it names provide, as if written in its table:
 the bundles' skills join its ``skills``, their MCP servers join
-``[mcp_servers]`` (named ``<bundle>_<server>``) and its ``mcp_servers``, and
-their tools are allowed (``mcp__<bundle>_<server>__*``; the adapter's own
-``ask`` and ``deny`` patterns still win). Hooks and slash commands stay with
+``[mcp_servers]`` (named ``plugin_<bundle>_<server>``, as Claude Code names them) and
+its ``mcp_servers``, and their tools are allowed (``mcp__plugin_<bundle>_<server>__*``;
+the adapter's own ``ask`` and ``deny`` patterns still win). Hooks and slash commands stay with
 their bundle (``mol.runtime.lifecycle`` and the harness use them).
 
 Nothing here depends on which adapters exist: it walks whatever population

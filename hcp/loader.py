@@ -58,7 +58,7 @@ class Artifact:
     the bundles some adapter uses."""
     warnings: tuple[str, ...] = ()
     """What loaded but is worth saying: skills beyond the spec's limits, what a bundle holds
-    that mol does not run."""
+    that mol does not run, tool-name patterns that select no tool (``mol.hcp.patterns``)."""
     digest: str = ""
     """``sha256:<hex>`` over the canonical document with files replaced by their digests."""
     behaviour_digest: str = ""
@@ -186,7 +186,7 @@ def load_dict(
 def _with_bundles(doc: HCP, base_dir: Path, problems: list[tuple]) -> tuple[HCP, Any, tuple]:
     """The document with its bundles merged in, its skills, and ``(bundles, commands,
     warnings)``; problems are appended to ``problems``."""
-    from mol.hcp import expand
+    from mol.hcp import expand, patterns
     from mol.hcp.skills import for_artifact  # parses YAML: only when loading
 
     bundles, found = expand.load_bundles(doc, base_dir)
@@ -195,6 +195,7 @@ def _with_bundles(doc: HCP, base_dir: Path, problems: list[tuple]) -> tuple[HCP,
     commands, warnings = expand.commands(doc, bundles)
     problems += found + merged + skills.problems
     warnings = [note for b in bundles.values() for note in b.notes] + warnings
+    warnings += patterns.warnings(doc, bundles, commands)
     return doc, skills, (bundles, commands, warnings)
 
 

@@ -50,6 +50,12 @@ class HookMatcher(Model):
     hooks: list[CommandHook] = Field(min_length=1)
     """The hooks to run, in order."""
 
+    def globs(self) -> list[str]:
+        """The alternatives of ``matcher``; empty when it selects everything."""
+        if self.matcher in ("", "*"):
+            return []
+        return [part.strip() for part in self.matcher.split("|")]
+
 
 class HooksConfig(Model):
     """Command hooks by event (Claude Code / Codex shape; see docs/hooks.md)."""

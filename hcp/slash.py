@@ -93,9 +93,8 @@ def invocation(text: str) -> tuple[str, str] | None:
     return match.group(1), match.group(2) or ""
 
 
-def parse(file: Path, bundle: str, root: Path, servers: dict[str, str]) -> Translation:
-    """Read the command ``file``; ``servers`` renames the bundle's MCP servers in
-    ``allowed-tools``. The value is a ``SlashCommand``, or None with problems."""
+def parse(file: Path, bundle: str, root: Path) -> Translation:
+    """Read the command ``file``: the value is a ``SlashCommand``, or None with problems."""
     from mol.core.errors import SkillError
     from mol.skills.loader import parse_front_matter, split_front_matter
 
@@ -122,7 +121,7 @@ def parse(file: Path, bundle: str, root: Path, servers: dict[str, str]) -> Trans
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
         out.problems.append(f"{where}: allowed-tools: must be a string or a list of strings")
         return out
-    narrowed = allowed_tools(tools, servers, f"{where}: allowed-tools")
+    narrowed = allowed_tools(tools, f"{where}: allowed-tools")
     out.notes += narrowed.notes
     out.notes += [f"{where}: {key}: front-matter field not used by mol (kept)"
                   for key in data if key not in KNOWN_FIELDS]

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from mol.hcp.files import command_files
-from mol.hcp.schema import CommandHook, HooksConfig
+from mol.hcp.schema import CommandHook, HookMatcher, HooksConfig
 
 CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "SubagentStart", "PreCompact")
 """Events whose hooks may add context for the model."""
@@ -110,11 +110,10 @@ class HookSet:
         return self.adapters is None or adapter is None or adapter in self.adapters
 
 
-def matches(matcher: str, subject: str) -> bool:
+def matches(matcher: HookMatcher, subject: str) -> bool:
     """Whether a hook matcher (glob; ``|`` separates alternatives) selects ``subject``."""
-    if matcher in ("", "*"):
-        return True
-    return any(fnmatchcase(subject, alt.strip()) for alt in matcher.split("|"))
+    globs = matcher.globs()
+    return not globs or any(fnmatchcase(subject, glob) for glob in globs)
 
 
 @dataclass(frozen=True)
@@ -261,7 +260,7 @@ async def run_hooks(sets: list[HookSet], event: str, payload: dict[str, Any],
         if not hook_set.applies(adapter):
             continue
         for matcher in getattr(hook_set.hooks, event):
-            if subject is not None and not matches(matcher.matcher, subject):
+            if subject is not None and not matches(matcher, subject):
                 continue
             for hook in matcher.hooks:
                 if verdict.arguments is not None:

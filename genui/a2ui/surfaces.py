@@ -95,10 +95,11 @@ class Surface:
 
 @dataclass
 class Surfaces:
-    """The surfaces of one stream, with the catalogs its version offers."""
+    """The surfaces of one stream, with the catalogs its protocol offers."""
 
     catalogs: dict[str, Catalog]
-    version: str
+    folder: str
+    """The protocol's schema folder (``v0_9``)."""
     live: dict[str, Surface] = field(default_factory=dict)
 
     def catalog_of(self, surface_id: Any) -> Catalog:
@@ -125,8 +126,8 @@ class Surfaces:
             return []
         if key == "updateDataModel":
             value = body.get("value", MISSING)
-            if value is None and self.version == "v1.0":
-                value = MISSING  # v1.0 deletes with an explicit null
+            if value is None and self.folder == "v1_0":
+                value = MISSING  # v1.0 deletes with an explicit null (its schema says so)
             surface.data = assign(surface.data, str(body.get("path") or "/"), value)
             return []
         return self._components(surface, item, [key], body.get("components"))

@@ -17,7 +17,11 @@ these take and back.
   ``elicitation = "decline"``. A handshake-era request arrives off the call's
   task: it goes to the most recent call in flight, and is declined when calls of
   several sessions are in flight (it could be any of theirs). Accepted form
-  answers get the schema's defaults for fields the person left out.
+  answers get the schema's defaults for fields the answer left out, whoever gave
+  it; an asker that fails, or answers what is no answer, answers ``cancel``.
+- **Sign-in** (``sign_in``): when the server's OAuth needs a person during a call
+  (a step-up to a wider scope), the call's person is sent to the authorization URL
+  as a URL-mode request, through the same asker.
 - **Roots** are the configured folders plus the sandbox workspace once the
   session has a sandbox (``list_changed`` is sent when that changes).
 - **Logs** of the server land on the ``mol.mcp.server.<name>`` logger.
@@ -29,17 +33,22 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
 from mol.core import events as ev
 from mol.core.deadlines import paused
+from mol.core.errors import MCPSignInError
+from mol.core.schemas import with_defaults
+from mol.core.tools import ELICIT_ACTIONS
 
 logger = logging.getLogger("mol.mcp")
 
@@ -124,34 +133,80 @@ class Answers:
                 "stopReason": "maxTokens" if completion.finish_reason == "length" else "endTurn"}
 
     async def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
-        """An ``ElicitResult`` for ``elicitation/create`` params (form or URL mode)."""
+        """An ``ElicitResult`` for ``elicitation/create`` params (form or URL mode): an
+        accepted form with the schema's defaults for what the person left out (SEP-1034,
+        whoever answered), anything but an accepted form without content."""
         call = self._call()
-        ask = getattr(getattr(call, "context", None), "elicit", None)
-        # A request off the call's task, with calls of several sessions in flight, may be
-        # any of theirs: asking the most recent one's person could show it to someone else.
-        ambiguous = (_current.get() is None and
-                     len({getattr(c.context, "session_id", None) for c in self._calls}) > 1)
-        ask = None if ambiguous else ask or self.manager.elicit
+        ask, why = self._asker(call, _current.get() is None)
         if self.config.elicitation == "decline" or ask is None:
             logger.info("MCP server %r asked for input; declined (%s)", self.name,
-                        "by policy" if self.config.elicitation == "decline" else
-                        "calls of several sessions are in flight" if ambiguous else
-                        "nobody to ask")
+                        "by policy" if self.config.elicitation == "decline" else why)
             return {"action": "decline"}
-        answer = {"action": "cancel"}  # the call ended before the person answered
+        answer = await self._ask(call, ask, params)
+        if answer.get("action") == "accept" and params.get("mode", "form") == "form":
+            answer["content"] = with_defaults(params.get("requestedSchema") or {},
+                                              answer.get("content") or {})
+        else:
+            answer.pop("content", None)
+        return answer
+
+    def can_sign_in(self) -> bool:
+        """Whether someone can sign in now, for a request being made: ``mol mcp login``'s
+        browser, or the person of the tool call the request belongs to."""
+        return self.manager.sign_in is not None or self._asker(_current.get(), False)[0] is not None
+
+    async def sign_in(self, url: str) -> None:
+        """Have a person open the OAuth authorization ``url`` (a first sign-in, or a step-up
+        to a wider scope during a call): ``mol mcp login``'s ``sign_in``, else the call's
+        person, asked as a URL-mode elicitation; ``MCPSignInError`` when nobody can, or the
+        person does not accept."""
+        if self.manager.sign_in is not None:
+            await self.manager.sign_in(url)
+            return
+        call = _current.get()
+        ask, why = self._asker(call, False)
+        scope = parse_qs(urlsplit(url).query).get("scope", [""])[0]
+        wanted = f" for the scope {scope!r}" if scope else ""
+        if ask is None:
+            raise MCPSignInError(f"MCP server {self.name!r} needs a sign-in{wanted} and {why}: "
+                                 f"run 'mol mcp login {self.name}'")
+        answer = await self._ask(call, ask, {
+            "mode": "url", "url": url, "elicitationId": secrets.token_hex(8),
+            "message": f"sign in to MCP server {self.name!r}{wanted} (this call needs it): "
+                       "open the URL, then say when you are done"})
+        if answer.get("action") != "accept":
+            raise MCPSignInError(f"MCP server {self.name!r} needs a sign-in{wanted}; the person "
+                                 f"answered {answer.get('action')!r}")
+
+    def _asker(self, call: _Call | None, off_task: bool) -> tuple[Any, str]:
+        """Who answers for ``call`` (its ``ToolContext.elicit``, else the manager's), or None
+        and why not. A request ``off_task`` (a handshake-era request, off the call's task)
+        while calls of several sessions are in flight may be any of theirs: asking the most
+        recent one's person could show it to someone else."""
+        if call is None and not off_task:
+            return None, "no tool call is in flight (a person is asked only during one)"
+        if off_task and len({getattr(c.context, "session_id", None) for c in self._calls}) > 1:
+            return None, "calls of several sessions are in flight"
+        ask = getattr(getattr(call, "context", None), "elicit", None) or self.manager.elicit
+        return ask, "" if ask is not None else "nobody to ask"
+
+    async def _ask(self, call: _Call | None, ask: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer of ``ask`` to ``params``, as a plain dict; ``cancel`` when the call ended
+        first or the asker failed (an asker's failure must not end the server's request in an
+        internal error). The call's ``elicitation`` event names the action."""
+        answer: dict[str, Any] = {"action": "cancel"}  # the call ended before the answer
         with _waiting(call):
-            answer = dict(await ask(self.name, params))
+            try:
+                answer = _plain_answer(await ask(self.name, params))
+            except Exception as exc:
+                logger.warning("MCP server %r: answering its request for input failed: %s: %s",
+                               self.name, type(exc).__name__, exc)
         context = getattr(call, "context", None)
         if getattr(context, "emit", None) is not None:
             await context.emit(ev.Elicited(context.adapter, context.call_id, self.name,
                                            params.get("mode") or "form",
                                            str(params.get("message", "")),
                                            str(answer.get("action"))))
-        if answer.get("action") == "accept" and params.get("mode", "form") == "form":
-            answer["content"] = with_defaults(params.get("requestedSchema") or {},
-                                              answer.get("content") or {})
-        elif answer.get("action") != "accept":
-            answer.pop("content", None)
         return answer
 
     def roots(self) -> list[dict[str, Any]]:
@@ -213,12 +268,14 @@ def sampling_messages(params: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def with_defaults(schema: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
-    """``content`` with the schema's ``default`` for every property left out (SEP-1034)."""
-    filled = dict(content)
-    for name, prop in (schema.get("properties") or {}).items():
-        if name not in filled and isinstance(prop, dict) and "default" in prop:
-            filled[name] = prop["default"]
-    return filled
-
-
+def _plain_answer(answer: Any) -> dict[str, Any]:
+    """An asker's answer as an ``ElicitResult`` dict: ``cancel`` for one that is not (an
+    action outside accept, decline and cancel; content that is not an object)."""
+    if not isinstance(answer, dict) or answer.get("action") not in ELICIT_ACTIONS:
+        logger.warning("an elicitation answer is not {action, content}: %.200r", answer)
+        return {"action": "cancel"}
+    content = answer.get("content")
+    if content is not None and not isinstance(content, dict):
+        logger.warning("an elicitation answer's content is not an object: %.200r", content)
+        return {"action": "cancel"}
+    return dict(answer)

@@ -40,6 +40,8 @@ class Connection:
         """Set once the connection's teardown finished."""
         self.unauthorized = False
         """An HTTP server answered 401 and no ``oauth`` is configured."""
+        self.refusal: str | None = None
+        """Why the last request went without the sign-in it needed (``refuse``)."""
         self.task_group: Any = None
         """The group of the connection's watchers (subscriptions)."""
         self.client: Any = None
@@ -85,8 +87,18 @@ class Connection:
         """End the connection on purpose (session shutdown)."""
         self.closed.set()
 
+    def refuse(self, reason: str) -> None:
+        """A request goes without the sign-in it needed (nobody could sign in, or the person
+        declined): ``reason`` is what its failure will say."""
+        self.refusal = reason
+
     def unauthorized_reason(self) -> str | None:
-        """Why requests fail when the server wants authorization mol was not given."""
+        """Why requests fail when the server wants authorization mol was not given: a
+        sign-in that could not be had (said once, by the request it failed), or no
+        ``oauth`` configured."""
+        if self.refusal is not None:
+            reason, self.refusal = self.refusal, None
+            return reason
         if not self.unauthorized:
             return None
         return (f"the server requires authorization (HTTP 401): configure "
@@ -229,8 +241,9 @@ class Connection:
                 self.fail("the connection closed")
             if self.closed.is_set():
                 raise self._died(what) from exc
+            refused = self.unauthorized_reason()
             raise MCPError(f"MCP server {self.name!r}: {what} "
-                           f"{self.unauthorized_reason() or failure.message}") from exc
+                           f"{f'failed: {refused}' if refused else failure.message}") from exc
         finally:
             self._inflight.discard(scope)
         raise self._died(what)  # ``fail`` cancelled the request

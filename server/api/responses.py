@@ -134,7 +134,9 @@ def response_object(body: dict[str, Any], response_id: str, created: int, status
 def usage_object(used: ev.TurnUsage) -> dict[str, Any]:
     """A Responses ``usage`` object (a response's, a compaction's)."""
     return {"input_tokens": used.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": used.cached_tokens},
+            # The engine's prefix cache reports hits, never writes (it bills none).
+            "input_tokens_details": {"cached_tokens": used.cached_tokens,
+                                     "cache_write_tokens": 0},
             "output_tokens": used.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": used.prompt_tokens + used.completion_tokens}

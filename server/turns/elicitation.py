@@ -14,7 +14,8 @@ turns block nobody.
 The next request carrying a result for that call id (``function_call_output``
 after ``previous_response_id``, or a ``tool`` message after the history) is
 the answer: JSON ``{"action": "accept"|"decline"|"cancel", "content": {...}}``,
-the content of an accepted form checked against the requested schema. A
+the content of an accepted form, with the schema's defaults for what it leaves out
+(SEP-1034), checked against the requested schema. A
 malformed answer is a 400 naming the field, and the turn stays suspended; a
 good one resumes it, and the rest of the turn (the final answer) is that
 request's reply. Without an answer within ``wait`` seconds the elicitation is
@@ -41,7 +42,8 @@ import anyio
 from mol.core import events as ev
 from mol.core.deadlines import paused
 from mol.core.errors import AnswerEnded, ConversationError, SessionBusy
-from mol.core.schemas import compile_schema
+from mol.core.schemas import compile_schema, with_defaults
+from mol.core.tools import ELICIT_ACTIONS as ACTIONS
 from mol.runtime import new_call_id
 from mol.server.turns.jobs import Job, TurnRequest
 
@@ -51,7 +53,6 @@ TOOL = "mcp_elicitation"
 """The function tool a client declares to answer MCP servers' requests for input."""
 WAIT = 300.0
 """Seconds a suspended turn waits for the client's answer by default, then declines."""
-ACTIONS = ("accept", "decline", "cancel")
 ENDED = 4096
 """Elicitations remembered after they ended, so a late answer gets a clear 409."""
 
@@ -220,9 +221,11 @@ def parse_answer(text: str, params: dict[str, Any], where: str) -> dict[str, Any
     if not isinstance(content, dict):
         raise ConversationError(f"'{where}' content must be an object answering the requested "
                        "schema", field=where)
+    schema = params.get("requestedSchema") or {"type": "object"}
     try:
-        content = compile_schema(params.get("requestedSchema") or {"type": "object"}
-                                 ).check(content)
+        # What the client left out takes the schema's default (SEP-1034) before the check:
+        # a required field with a default may be omitted.
+        content = compile_schema(schema).check(with_defaults(schema, content))
     except ValueError as exc:
         raise ConversationError(f"'{where}' content does not answer the requested schema: "
                                 f"{exc}", field=where) from None

@@ -93,5 +93,5 @@ reply = "summary"
     assert f"warning: 1 thing in {hcp} load with a warning" in ran.stderr
     first = engine.requests_for("L2")[0]["body"]
     # allowed-tools narrowed the turn to the bundle's MCP tool (echo is no tool of mol run's).
-    assert [t["function"]["name"] for t in first["tools"]] == ["mcp__demo_notes__add_note"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["mcp__plugin_demo_notes__add_note"]
     assert not any(r["body"].get("structured_outputs") for r in engine.requests_for("L0"))

@@ -28,7 +28,7 @@ def chain() -> toolchain.Toolchain:
 
 @pytest.fixture(scope="session")
 def schemas(chain: toolchain.Toolchain) -> Any:
-    return load(chain.a2ui_schemas())
+    return load(chain.a2ui_schemas(), chain.a2ui_renderer())
 
 
 def create(surface: str = "s", catalog: str = BASIC) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -153,9 +154,62 @@ def test_an_unknown_catalog(schemas):
 
 def test_versions(schemas):
     assert problems(lines({"createSurface": {"surfaceId": "s"}}), schemas) == [
-        ("version", "line 1 /version", "'version' is None; expected one of 'v0.9', 'v1.0'")]
+        ("version", "line 1 /version",
+         "'version' is None; expected one of 'v0.9', 'v0.9.1', 'v1.0'")]
     mixed = lines(create(), {"version": "v1.0", "deleteSurface": {"surfaceId": "s"}})
-    assert [rule for rule, _, _ in problems(mixed, schemas)] == ["version"]
+    assert problems(mixed, schemas) == [
+        ("version", "line 2 /version", "the stream declared 'v0.9' first; every message must "
+         "keep its protocol ('v0.9' or 'v0.9.1'), not 'v1.0'")]
+    # v0.9 and v0.9.1 are one protocol: the renderer takes either on every message.
+    assert problems(lines(create(), {**components(ROOT_TEXT), "version": "v0.9.1"}),
+                    schemas) == []
+
+
+def test_a_v0_9_1_stream_is_valid_and_a_broken_one_gets_precise_errors(schemas):
+    result = check_a2ui((DATA / "rsvp-v0.9.1.jsonl").read_text(), schemas)
+    assert result.valid, result.problems
+    assert result.version == "v0.9.1"
+    broken = [json.loads(line) for line in (DATA / "rsvp-v0.9.1.jsonl").read_text().split("\n")
+              if line]
+    broken[1]["version"] = "v0.9.2"
+    assert problems(lines(*broken), schemas) == [
+        ("version", "line 2 /version",
+         "'version' is 'v0.9.2'; expected one of 'v0.9', 'v0.9.1', 'v1.0'")]
+    broken[1]["version"] = "v0.9.1"
+    del broken[2]["updateComponents"]["components"][4]["action"]
+    broken[2]["updateComponents"]["components"][2]["text"] = {"path": "/where"}
+    assert problems(lines(*broken), schemas) == [
+        ("schema", "line 3 /updateComponents/components/4", "'action' is a required property"),
+        ("missing-data", "line 3 /updateComponents/components/2/text",
+         "binds to '/where', which the data model does not have: set it with updateDataModel "
+         "first")]
+
+
+def test_the_versions_are_the_packages_own(chain, schemas):
+    """The checker's versions are what the installed packages define: for the folder the
+    renderer reads, the version enum of the renderer's own message schema, read afresh from
+    the package here (the file setup wrote must still agree); for the others, the schema's.
+    And the two sources agree: every version the official JSON Schema allows, the renderer
+    accepts."""
+    fresh = subprocess.run([chain.node, chain.script("renderer.mjs"), str(chain.home), "-"],
+                           capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(fresh) == json.loads(chain.a2ui_renderer().read_text())
+    renderers = {r["folder"]: r["messages"] for r in json.loads(fresh)["renderers"].values()}
+    assert renderers["v0_9"]["createSurface"] == ["v0.9", "v0.9.1"]
+    for folder, protocol in schemas.protocols.items():
+        stream = json.loads((chain.a2ui_schemas() / folder / "schemas" / protocol.stream)
+                            .read_text())
+        for key, name in protocol.messages.items():
+            version = stream["$defs"][name]["properties"]["version"]
+            spec = [version["const"]] if "const" in version else version["enum"]
+            accepted = renderers[folder][key] if folder in renderers else spec
+            assert list(protocol.accepts[key]) == accepted, (folder, key)
+            assert set(spec) <= set(accepted), (folder, key, spec, accepted)
+    assert list(schemas.versions) == ["v0.9", "v0.9.1", "v1.0"]
+    assert {f: list(p.messages) for f, p in schemas.protocols.items()} == {
+        "v0_9": ["createSurface", "updateComponents", "updateDataModel", "deleteSurface"],
+        "v1_0": ["createSurface", "updateComponents", "updateDataModel", "deleteSurface",
+                 "callRendererFunction", "agentFunctionResponse"]}
 
 
 def test_v1_surfaces_carry_components_and_data(schemas):
@@ -183,3 +237,17 @@ def test_message_types(schemas):
     assert [(rule, where) for rule, where, _ in found] == [("schema", "line 1"),
                                                            ("schema", "line 2")]
     assert "several message types" in found[0][2] and "no message type" in found[1][2]
+
+
+def test_the_envelope_of_a_component_is_its_versions_own(schemas):
+    """Each version's own envelope: v1.0's ``ComponentCommon`` has ``metadata``, v0.9's does
+    not, so a v0.9 component carrying it is refused and named (a list kept by hand over both
+    versions let it pass)."""
+    basic = "https://a2ui.org/specification/v1_0/catalogs/basic/catalog.json"
+    tagged = {"id": "root", "component": "Text", "text": "Hi", "metadata": {}}
+    assert problems(lines({"version": "v1.0", "createSurface": {
+        "surfaceId": "s", "catalogId": basic, "components": [tagged]}}), schemas) == []
+    [(rule, where, message)] = problems(lines(create(), components(tagged)), schemas)
+    assert (rule, where) == ("schema", "line 2 /updateComponents/components/0")
+    assert message == ("unexpected properties 'metadata': a Text has accessibility, id, text, "
+                       "variant, weight")

@@ -1,17 +1,25 @@
 """The preview page in headless Debian chromium, driven by playwright-core: each valid
 example renders (its text and controls are in the DOM), a screenshot is saved, the console
-stays clean, and code inside the TSX frame cannot reach the network."""
+stays clean, and code inside the TSX frame cannot reach the network. The renderer takes
+exactly the A2UI versions the checker takes."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import pytest
+
+from mol.genui.a2ui import check_a2ui
+from mol.genui.report import Checked
+from mol.genui.web import preview_app
+from mol.runtime import serving
 
 from .conftest import CHROMIUM, DATA, browse, lines
 
@@ -72,6 +80,63 @@ def test_an_a2ui_stream_renders_through_the_lit_renderer(chain, tmp_path):
     assert '"name":"book"' in seen["afterClicks"]["text"]  # the action reached the page
     assert errors(seen) == []
     assert (tmp_path / "booking.png").stat().st_size > 5000
+
+
+def test_a_v0_9_1_stream_renders_with_its_text_and_buttons(chain, tmp_path):
+    with previewing(DATA / "rsvp-v0.9.1.jsonl") as url:
+        seen = browse(chain, tmp_path, url, "rsvp.png", click=[{"name": "I'll be there"}])
+    text = seen["page"]["text"]
+    for expected in ("A2UI stream (v0.9.1): | valid", "Harbour picnic", "Saturday at noon",
+                     "I'll be there", "Not this time", "rendered"):
+        assert expected in text
+    assert seen["page"]["controls"]["button"] == 2
+    assert '"name":"rsvp"' in seen["afterClicks"]["text"] and '"coming":true' in seen[
+        "afterClicks"]["text"]
+    assert errors(seen) == []
+    assert (tmp_path / "rsvp.png").stat().st_size > 5000
+
+
+@pytest.mark.anyio
+async def test_the_renderer_takes_exactly_the_versions_the_checker_takes(chain, schemas,
+                                                                         tmp_path):
+    """Each stream is put on the page as if the checker had passed it: a version the checker
+    accepts for the renderer's protocol renders, and one it refuses the renderer refuses."""
+    messages = [json.loads(line) for line in
+                (DATA / "rsvp-v0.9.1.jsonl").read_text().split("\n") if line]
+    rendered = [v for v, protocol in schemas.versions.items() if protocol.rendered]
+    assert rendered == ["v0.9", "v0.9.1"]
+    verdicts = {}
+    for version in [*rendered, "v0.9.2", "0.9"]:
+        stream = [{**m, "version": version} for m in messages]
+        checked = check_a2ui(lines(*stream), schemas).valid
+        forced = Checked("a2ui", lines(*stream), "file", [], stream, version)
+        page = await _browse_page(chain, tmp_path, forced, f"{version}.png")
+        verdicts[version] = (checked, "| rendered" in page["text"])
+        if not verdicts[version][1]:
+            assert ("the renderer refused the messages: message 1 /version: Invalid enum value. "
+                    f"Expected 'v0.9' | 'v0.9.1', received '{version}'") in page["text"]
+    assert verdicts == {"v0.9": (True, True), "v0.9.1": (True, True),
+                        "v0.9.2": (False, False), "0.9": (False, False)}
+
+
+async def _browse_page(chain, tmp_path: Path, ui: Checked, shot: str) -> dict:
+    """What chromium shows of the preview page of ``ui``, served here."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    ready, done = anyio.Event(), anyio.Event()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: serving.serve(preview_app([ui], "versions"), sockets=[sock],
+                                               ready=ready, until=done, log_level="warning"))
+        with anyio.fail_after(30):
+            await ready.wait()
+        try:
+            seen = await anyio.to_thread.run_sync(browse, chain, tmp_path, url, shot)
+        finally:
+            done.set()
+    sock.close()
+    assert errors(seen) == []
+    return seen["page"]
 
 
 def test_a_v1_stream_is_shown_through_the_same_renderer(chain, tmp_path):

@@ -42,23 +42,55 @@ def test_the_demo_bundle_loads_with_all_its_parts(tmp_path):
     review = artifact.commands["review"]
     assert (review.description, review.argument_hint) == (
         "Review one file with the echo tool", "FILE [FOCUS]")
-    assert review.allowed_tools == ("echo", "mcp__demo_notes__add_note")
-    [matcher] = bundle.hooks.PreToolUse
-    assert matcher.matcher == "echo"
-    assert [(h.command, h.timeout, h.on_error) for h in matcher.hooks] == [
+    # Claude Code's name for the bundle's tool, unchanged: mol names it the same.
+    assert review.allowed_tools == ("echo", "mcp__plugin_demo_notes__add_note")
+    guard, noted = bundle.hooks.PreToolUse
+    assert (guard.matcher, noted.matcher) == ("echo", "mcp__plugin_demo_notes__add_note")
+    assert [(h.command, h.timeout, h.on_error) for h in guard.hooks] == [
         ("python3 ./hooks/guard.py", 30, "allow")]
-    server = artifact.doc.mcp_servers["demo_notes"]
+    server = artifact.doc.mcp_servers["plugin_demo_notes"]
     assert (server.command, server.args, server.cwd) == ("python3", ["./server.py"], str(BUNDLE))
     assert (server.env, server.env_from) == ({"NOTES_LABEL": "demo"},
                                              {"NOTES_TOKEN": "DEMO_NOTES_TOKEN"})
     l2 = artifact.doc.adapter("L2")
     assert (l2.skills, l2.mcp_servers, l2.tools.allow) == (
-        ["greeter"], ["demo_notes"], ["mcp__demo_notes__*"])
+        ["greeter"], ["plugin_demo_notes"], ["mcp__plugin_demo_notes__*"])
     assert artifact.doc.adapter("L1").skills == []
     assert "skills" not in artifact.raw["adapters"]["L2"]  # the document as written is kept
     [warning] = artifact.warnings
     assert warning.startswith(f"{BUNDLE / 'hooks' / 'hooks.json'}: hooks.Notification: event "
                               "not supported by mol; its 1 hook(s) will not run")
+
+
+def test_a_pattern_that_selects_no_tool_is_a_warning_naming_it(tmp_path):
+    """Names written the old way (the plugin's bare server), Claude Code's Bash in a policy, a
+    server the adapter does not use: each is a warning at load, with what was meant."""
+    root = copied(tmp_path)
+    command = root / "bundle" / "commands" / "review.md"
+    hooks = root / "bundle" / "hooks" / "hooks.json"
+    for file in (command, hooks):
+        file.write_text(file.read_text().replace("mcp__plugin_demo_notes__add_note",
+                                                 "mcp__notes__add_note"))
+    (root / "mol.toml").write_text(artifact_text("bundle", (
+        '[adapters.L1]\ntools.allow = ["echo", "Bash", "mcp__plugin_demo_notes__*"]\n'
+        '[adapters.L2]\nbundles = ["demo"]\ntools.ask = ["mcp__notes__add_note"]\n'
+        'tools.deny = ["mcp__plugin_demo_*__*", "mcp__*"]\n')))
+    warnings = [w for w in load(root / "mol.toml").warnings if "selects no tool" in w]
+    hint = ("did you mean mcp__plugin_demo_notes__...? (Claude Code names a plugin's tools "
+            "mcp__plugin_<plugin>_<server>__<tool>)")
+    assert warnings == [
+        "adapters.L1.tools.allow: 'Bash' selects no tool: Bash is Claude Code's name; mol's "
+        "tool is terminal",
+        "adapters.L1.tools.allow: 'mcp__plugin_demo_notes__*' selects no tool: it names MCP "
+        "server 'plugin_demo_notes', which it does not use (it has no MCP servers)",
+        "adapters.L2.tools.ask: 'mcp__notes__add_note' selects no tool: it names MCP server "
+        f"'notes', which it does not use (its MCP servers are plugin_demo_notes); {hint}",
+        "bundle demo: hooks.PreToolUse[1].matcher: 'mcp__notes__add_note' selects no tool: it "
+        f"names MCP server 'notes', which it does not use (its MCP servers are "
+        f"plugin_demo_notes); {hint}",
+        "command /demo:review allowed-tools: 'mcp__notes__add_note' selects no tool: it names "
+        f"MCP server 'notes', which it does not use (its MCP servers are plugin_demo_notes); "
+        f"{hint}"]
 
 
 def test_validate_reports_what_the_bundle_holds_that_mol_does_not_run(tmp_path, capsys):
@@ -112,7 +144,7 @@ def test_references_become_mols_environment_fields(tmp_path):
         "type": "http", "url": "https://example.com/mcp",
         "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}", "X-Key": "${REMOTE_KEY}",
                     "X-Team": "mol"}}}}))
-    server = load(root / "mol.toml").doc.mcp_servers["demo_remote"]
+    server = load(root / "mol.toml").doc.mcp_servers["plugin_demo_remote"]
     assert server.bearer_token_env_var == "REMOTE_TOKEN"
     assert (server.env_http_headers, server.http_headers) == ({"X-Key": "REMOTE_KEY"},
                                                               {"X-Team": "mol"})

@@ -105,8 +105,19 @@ def test_matchers_become_globs_over_mols_tool_names(matcher, glob):
 
 
 def test_allowed_tools_become_patterns_over_tool_names():
-    out = claude.allowed_tools(["Bash(git add:*)", "Read", "mcp__notes__add", "mcp__other"],
-                               {"notes": "demo_notes"}, "review.md")
-    assert out.value == ["terminal", "read_file", "mcp__demo_notes__add", "mcp__other__*"]
+    out = claude.allowed_tools(["Bash(git add:*)", "Read", "mcp__plugin_demo_notes__add",
+                                "mcp__other"], "review.md")
+    # MCP names pass as Claude Code writes them; a bare server is all of its tools.
+    assert out.value == ["terminal", "read_file", "mcp__plugin_demo_notes__add", "mcp__other__*"]
     assert out.notes == ["review.md: 'Bash(git add:*)': mol's policy is over tool names, so it "
                          "allows all of terminal"]
+
+
+@pytest.mark.parametrize(("plugin", "server", "name"), [
+    ("slack", "slack", "plugin_slack_slack"),  # mcp__plugin_slack_slack__slack_read_channel
+    ("demo", "notes", "plugin_demo_notes"),
+    ("my-plugin", "database-tools", "plugin_my-plugin_database-tools"),
+    ("demo", "api.v2", "plugin_demo_api_v2"),  # Claude Code's key keeps only [A-Za-z0-9_-]
+])
+def test_a_plugins_server_is_named_as_claude_code_names_it(plugin, server, name):
+    assert claude.plugin_server(plugin, server) == name

@@ -1,6 +1,8 @@
 """A Claude Code plugin bundle through real turns over the scripted engine: the slash command
-expands and narrows the turn's tools, the bundle's PreToolUse hook blocks a call, and the
-bundle's MCP server (from its .mcp.json, over stdio) lists its tool and answers it."""
+expands and narrows the turn's tools, the bundle's PreToolUse hooks block one call and see
+another, and the bundle's MCP server (from its .mcp.json, over stdio) lists its tool and
+answers it. The command's ``allowed-tools`` and the hook's matcher name that tool as Claude
+Code does (``mcp__plugin_<plugin>_<server>__<tool>``), unchanged."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from .conftest import bodies, hcp_text, session
 pytestmark = pytest.mark.anyio
 
 BUNDLE = Path(__file__).resolve().parents[1] / "hcp" / "fixtures" / "demo-plugin"
-NOTES = "mcp__demo_notes__add_note"
+NOTES = "mcp__plugin_demo_notes__add_note"
+"""Claude Code's name for the bundle's tool, which its command and hook use."""
 
 
 def bundle_artifact(tmp_path: Path, extra: str = ""):
@@ -88,8 +91,12 @@ async def test_bundle_command_hook_and_mcp_server_in_real_turns(tmp_path, monkey
     assert blocked.startswith("Error: the call was blocked: demo guard refuses 'forbidden words'")
     assert "(plugin root demo-plugin)" in blocked
     assert noted == "demo: 1 note(s), with token"
-    assert [(e.event, e.decision) for e in result.events if e.type == "hook"] == [
-        ("PreToolUse", "block")]
+    # The guard blocked echo; the hook matching Claude Code's name of the bundle's tool fired
+    # for the call of that tool.
+    assert [(e.event, e.tool, e.decision, e.reason) for e in result.events
+            if e.type == "hook"] == [
+        ("PreToolUse", "echo", "block", blocked.removeprefix("Error: the call was blocked: ")),
+        ("PreToolUse", NOTES, "allow", f"the demo hook saw {NOTES} 'reviewed a.py'")]
     # The next turn is routed as usual and sees all of L2's tools again.
     assert plain.answer == "Plain turn."
     assert [t["function"]["name"] for t in fourth["tools"]] == ["add", "echo", NOTES]

@@ -257,3 +257,20 @@ def settled_turns(store, pattern: str, count: int, timeout: float = 30) -> list[
         if time.monotonic() > deadline:
             return rows
         time.sleep(0.05)
+
+
+def sdk_stream_event(data: dict[str, Any]) -> str:
+    """The type of a Responses stream event, after checking it against the openai SDK's own
+    definition (``ResponseStreamEvent``): a type the SDK defines, and every field its model
+    of that type requires. mol writes the events by hand; this is where they meet the SDK."""
+    import typing
+
+    from openai.types.responses import ResponseStreamEvent
+
+    union = typing.get_args(ResponseStreamEvent)[0]
+    models = {typing.get_args(m.model_fields["type"].annotation)[0]: m
+              for m in typing.get_args(union)}
+    assert data.get("type") in models, f"{data.get('type')!r} is no event the SDK defines"
+    models[data["type"]].model_validate(data)
+    return data["type"]
+

@@ -252,6 +252,24 @@ def test_a_malformed_answer_is_a_400_and_the_turn_still_waits(served):
     assert answer(ACCEPT).output_text == "Hello Ada, blue it is."
 
 
+def test_an_answer_leaving_out_fields_with_defaults_gets_them_before_the_check():
+    """SEP-1034: what the client leaves out takes the schema's default, required or not; a
+    required field without one is still missing."""
+    from mol.core.errors import ConversationError
+    from mol.server.turns.elicitation import parse_answer
+
+    params = {"requestedSchema": {"type": "object", "required": ["age", "name"], "properties": {
+        "age": {"type": "integer", "default": 30}, "name": {"type": "string"},
+        "status": {"type": "string", "enum": ["active", "idle"], "default": "active"}}}}
+    accepted = parse_answer(json.dumps({"action": "accept", "content": {"name": "Ada"}}),
+                            params, "input[0].output")
+    assert accepted == {"action": "accept",
+                        "content": {"name": "Ada", "age": 30, "status": "active"}}
+    with pytest.raises(ConversationError, match='missing required "name"') as caught:
+        parse_answer(json.dumps({"action": "accept", "content": {}}), params, "input[0].output")
+    assert caught.value.field == "input[0].output"
+
+
 def test_without_the_tool_the_request_is_declined(served):
     reply = served.client().chat.completions.create(model="mol", messages=[
         {"role": "user", "content": "form please (no tool)"}])

@@ -16,12 +16,15 @@ from .conftest import KEY, serve_app
 
 BOOKING = (Path(__file__).parents[1] / "genui" / "data" / "booking.jsonl").read_text()
 COUNTER = (Path(__file__).parents[1] / "genui" / "data" / "counter.tsx").read_text()
+RSVP = (Path(__file__).parents[1] / "genui" / "data" / "rsvp-v0.9.1.jsonl").read_text()
+"""An A2UI stream of the current v0.9 spec, version ``v0.9.1``."""
 ANSWER = f"Here you go.\n\n```a2ui\n{BOOKING.strip()}\n```\n"
 BROKEN = "```ui4a/tsx\nexport default function App() { return <p>{</p>; }\n```\n"
 SCRIPT = {
     "L0": [{"constrained": False, "reply": "summary", "times": -1}],
     "L3": [{"when": "broken", "reply": BROKEN, "times": -1},
            {"when": "counter", "reply": f"```ui4a/tsx\n{COUNTER}```\nA counter.", "times": -1},
+           {"when": "picnic", "reply": f"```a2ui\n{RSVP}```\nYour invitation.", "times": -1},
            {"reply": ANSWER, "times": -1}],
 }
 GENUI = "[adapters.L3.genui]\nrepair_rounds = 0\n"
@@ -120,4 +123,26 @@ def test_the_served_preview_renders_in_a_browser(served, tmp_path):
     assert seen["status"] == 200
     [frame] = seen["frames"]
     assert "Tasks done" in frame["text"] and frame["controls"]["button"] == 2
+    assert [m for m in seen["console"] if m["type"] == "error"] == [] and not seen["pageErrors"]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_v0_9_1_stream_renders_on_its_preview_route(served, tmp_path):
+    from mol.genui import toolchain
+
+    from .conftest import browse
+
+    response = served.client().responses.create(model="L3", input="invite me to the picnic")
+    [item] = [i.model_dump() for i in response.output if i.type == "mol.genui"]
+    assert item["valid"] is True and item["uis"][0]["version"] == "v0.9.1"
+    base = served.url.removesuffix("/v1")
+    seen = browse(toolchain.find(), tmp_path, f"{base}/ui/{response.id}", "rsvp.png",
+                  headers={"Authorization": f"Bearer {KEY}"})
+    assert seen["status"] == 200
+    text = seen["page"]["text"]
+    for expected in ("A2UI stream (v0.9.1)", "Harbour picnic", "I'll be there",
+                     "Not this time", "rendered"):
+        assert expected in text
+    assert seen["page"]["controls"]["button"] == 2
     assert [m for m in seen["console"] if m["type"] == "error"] == [] and not seen["pageErrors"]

@@ -13,7 +13,7 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import serve_app
+from .conftest import sdk_stream_event, serve_app
 
 PUBLIC = "Macaron-V1-Venti"
 MACARON = """\
@@ -195,7 +195,7 @@ def test_responses_without_a_model_route_and_report_reasoning(served):
     assert response.metadata == {"mol_adapter": "L0", "mol_route": "routed"}
     assert response.usage.input_tokens_details.cached_tokens >= 0
     events = list(client.responses.create(model=PUBLIC, input="hello, streamed", stream=True))
-    kinds = [e.type for e in events]
+    kinds = [sdk_stream_event(e.model_dump(exclude_unset=True)) for e in events]
     assert "response.reasoning_text.delta" in kinds and "response.output_text.delta" in kinds
     assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")
     thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")

@@ -14,7 +14,7 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import WEATHER_TOOL, answers, serve_app
+from .conftest import WEATHER_TOOL, answers, sdk_stream_event, serve_app
 
 SCRIPT = """
 [[L0]]
@@ -371,3 +371,51 @@ def test_a_client_that_hangs_up_does_not_stop_the_turn(served):
     while status() != [("complete", "Thanks for waiting.")]:
         assert time.monotonic() < deadline, status()
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("body", [
+    {"input": "the first stream checked against the SDK"},
+    {"input": "weather in Paris?", "tools": [{"type": "function", "name": "get_weather",
+                                              "parameters": {"type": "object"}}]},
+    {"input": "code, checked against the SDK", "instructions": "Be brief."},
+], ids=["text", "function-call", "routed-text"])
+def test_every_streamed_event_is_one_the_openai_sdk_defines(served, body):
+    """The Responses stream's events are the SDK's own (``ResponseStreamEvent``): each
+    ``type`` is one the SDK defines, and each event validates as that type's model (every
+    field the SDK requires is there). mol writes the names by hand; this is where they
+    meet their definition."""
+    seen = []
+    with httpx.stream("POST", f"{served.url}/responses", timeout=60,
+                      headers={"Authorization": f"Bearer {served.key}"},
+                      json={"model": "mol", "stream": True, **body}) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                seen.append(sdk_stream_event(json.loads(line.removeprefix("data: "))))
+    assert seen[0] == "response.created" and seen[-1] == "response.completed"
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "user", "content": "the first chunks checked against the SDK"}],
+     "stream_options": {"include_usage": True}},
+    {"messages": [{"role": "user", "content": "weather in Paris?"}], "tools": [WEATHER_TOOL]},
+], ids=["text", "tool-call"])
+def test_every_streamed_chunk_is_the_openai_sdks_chunk(served, body):
+    """Each Chat Completions chunk validates as the SDK's ``ChatCompletionChunk``, and the
+    whole answer as its ``ChatCompletion``: every field the SDK requires, of its type."""
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    headers = {"Authorization": f"Bearer {served.key}"}
+    chunks = []
+    with httpx.stream("POST", f"{served.url}/chat/completions", timeout=60, headers=headers,
+                      json={"model": "mol", "stream": True, **body}) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(ChatCompletionChunk.model_validate_json(line.removeprefix("data: ")))
+    assert chunks and any(c.choices and c.choices[0].finish_reason for c in chunks)
+    body = {k: v for k, v in body.items() if k != "stream_options"}
+    whole = httpx.post(f"{served.url}/chat/completions", timeout=60, headers=headers,
+                       json={"model": "mol", **body})
+    assert whole.status_code == 200, whole.text
+    ChatCompletion.model_validate(whole.json())

@@ -296,10 +296,15 @@ async def _http_transport(conn: Any, stack: AsyncExitStack) -> Any:
         if not token:
             raise MCPStartupError(f"bearer_token_env_var {config.bearer_token_env_var} is not set")
         headers["Authorization"] = f"Bearer {token}"
-    from mol.runtime.mcp.sdk.oauth import auth_for, url_guard
+    from mol.runtime.mcp.sdk.oauth import auth_for
+    from mol.runtime.mcp.sdk.urls import url_guard
 
-    sign_in = getattr(getattr(conn.answers, "manager", None), "sign_in", None)
-    auth = auth_for(conn.name, config, sign_in) if config.oauth is not None else None
+    answers = conn.answers
+    auth = None
+    if config.oauth is not None and answers is not None:
+        auth = auth_for(conn.name, config, answers.sign_in, answers.can_sign_in, conn.refuse)
+    elif config.oauth is not None:
+        auth = auth_for(conn.name, config, refused=conn.refuse)
     async def note_401(response: Any) -> None:
         if response.status_code == 401 and auth is None:
             conn.unauthorized = True

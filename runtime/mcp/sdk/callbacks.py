@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pydantic import ValidationError
+
 from mol.core.errors import EngineError
 from mol.runtime.mcp.answers import Refusal
 
@@ -36,9 +38,15 @@ def client_options(answers: Any) -> dict[str, Any]:
 
     async def elicitation(context: Any, params: Any) -> Any:
         try:
-            return types.ElicitResult.model_validate(await answers.elicit(_plain(params)))
+            answer = await answers.elicit(_plain(params))
         except Refusal as exc:
             return types.ErrorData(code=types.INVALID_REQUEST, message=str(exc))
+        try:
+            return types.ElicitResult.model_validate(answer)
+        except ValidationError as exc:  # values the protocol cannot carry (a nested object)
+            logger.warning("an elicitation answer the protocol cannot carry, sent as cancel: "
+                           "%s", exc.errors()[0]["msg"])
+            return types.ElicitResult(action="cancel")
 
     async def roots(context: Any) -> Any:
         return types.ListRootsResult.model_validate({"roots": answers.roots()})

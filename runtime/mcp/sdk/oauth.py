@@ -3,39 +3,34 @@
 ``auth_for`` gives a connection its ``httpx2.Auth``: the SDK's provider does
 discovery (protected resource metadata, then authorization server metadata),
 dynamic client registration or a pre-registered client, PKCE, refresh and
-scope step-up; ``client_credentials`` gets tokens with no person involved.
+scope step-up (a ``403`` with ``error="insufficient_scope"``: it signs in again for
+the union of the scopes it holds and the ones challenged, then retries the request
+once); ``client_credentials`` gets tokens with no person involved.
 Tokens and the registered client live in ``<state>/mcp-oauth/`` (``$MOL_STATE_DIR``,
 else ``$XDG_STATE_HOME/mol``, else ``~/.local/state/mol``), each file mode
-0600. A runtime never starts a browser flow: a server that needs a sign-in
-fails with a message naming ``mol mcp login NAME``, which runs the flow once
-(``SignIn``): it prints the authorization URL and waits on a loopback redirect.
-
-``url_guard`` checks every request the connection makes, the OAuth ones
-included: a URL whose host is private, link-local, loopback or otherwise not
-public is refused unless the MCP server itself is on such an address.
+0600. A sign-in (``SignIn``) shows a person the authorization URL and waits on a
+loopback redirect: ``mol mcp login NAME`` runs it once, and during a tool call the
+call's person is asked (``Answers.sign_in``: ``mol chat`` at the terminal, a ``mol
+serve`` client through ``mcp_elicitation``). Where nobody can sign in (a server's
+start, ``mol run``), or the person declines, ``signin.Contained`` ends the request that
+needed it with the reason (naming ``mol mcp login NAME``), and the connection lives on.
+``urls.url_guard`` checks every request the connection makes, the OAuth ones included.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
-import socket
 from collections.abc import Awaitable, Callable
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
-
-import anyio
 
 from mol.core.errors import MCPError, MCPStartupError
 
 logger = logging.getLogger("mol.mcp")
 
-LOGIN_TIMEOUT_SEC = 300.0
-"""How long ``mol mcp login`` waits for the browser to come back."""
 
 
 def state_dir() -> Path:
@@ -97,62 +92,18 @@ class FileTokenStorage:
         self._write("client", client_info)
 
 
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%")[0])
-    return ip.is_global and not ip.is_multicast
-
-
-async def _addresses(host: str) -> list[str]:
-    try:
-        return [str(ipaddress.ip_address(host))]
-    except ValueError:
-        pass
-    try:
-        infos = await anyio.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise MCPError(f"cannot resolve {host!r}: {exc}") from None
-    return sorted({info[4][0] for info in infos})
-
-
-async def is_local(url: str) -> bool:
-    """Whether ``url``'s host is on a non-public address (loopback, private, link-local)."""
-    host = urlsplit(url).hostname or ""
-    return not all(_public(a) for a in await _addresses(host))
-
-
-def url_guard(server_url: str) -> Callable[[Any], Awaitable[None]]:
-    """An httpx2 request hook refusing non-public targets when the server is public."""
-    decided: dict[str, bool] = {}
-
-    async def check(request: Any) -> None:
-        if "server" not in decided:
-            decided["server"] = await is_local(server_url)
-        if decided["server"]:
-            return
-        await check_url(str(request.url))
-
-    return check
-
-
-async def check_url(url: str) -> None:
-    """Refuse ``url`` unless it is http(s) to public addresses only."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise MCPError(f"mol refused the URL {url!r}: not an http(s) URL")
-    if not all(_public(a) for a in await _addresses(parts.hostname)):
-        raise MCPError(f"mol refused the URL {url!r}: its host is not a public address, "
-                       "and the MCP server is")
-
-
 def redirect_uri(config: Any) -> str:
     """The loopback redirect of ``mol mcp login``."""
     return f"http://127.0.0.1:{config.oauth.redirect_port}/callback"
 
 
-def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] | None = None) -> Any:
-    """The ``httpx2.Auth`` of server ``name``. ``sign_in`` opens an authorization URL
-    for a person (prints it, starts a browser); without it (a headless runtime) a needed
-    sign-in fails, naming ``mol mcp login``."""
+def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] | None = None,
+             can_sign_in: Callable[[], bool] = lambda: False,
+             refused: Callable[[str], None] = lambda reason: None) -> Any:
+    """The ``httpx2.Auth`` of server ``name``. ``sign_in`` opens an authorization URL for a
+    person (raising ``MCPSignInError`` when it cannot); ``can_sign_in`` says whether anyone
+    can, for the request being sent; ``refused`` is told why a request went without the
+    sign-in it needed."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
@@ -174,10 +125,13 @@ def auth_for(name: str, config: Any, sign_in: Callable[[str], Awaitable[None]] |
     metadata = OAuthClientMetadata(
         client_name="mol", redirect_uris=[redirect_uri(config)], scope=scope,
         grant_types=["authorization_code", "refresh_token"], response_types=["code"])
+    from mol.runtime.mcp.sdk.signin import Contained, SignIn
+
     flow = SignIn(name, config, sign_in)
-    return OAuthClientProvider(
+    provider = OAuthClientProvider(
         config.url, metadata, storage, redirect_handler=flow.redirect,
         callback_handler=flow.callback, client_metadata_url=oauth.client_metadata_url)
+    return Contained(name, provider, can_sign_in, refused)
 
 
 def _machine_auth(config: Any, storage: FileTokenStorage, secret: str | None,
@@ -235,63 +189,3 @@ def _enterprise_auth(config: Any, storage: FileTokenStorage, secret: str | None,
     return IdentityAssertionOAuthProvider(
         config.url, storage, oauth.client_id, secret, oauth.issuer, id_jag, scope=scope,
         token_endpoint_auth_method="client_secret_basic")
-
-
-class SignIn:
-    """One authorization-code sign-in at a time: the URL goes to ``open_url``, the browser
-    comes back to a loopback listener (``http://127.0.0.1:PORT/callback``)."""
-
-    def __init__(self, name: str, config: Any, open_url: Callable[[str], Awaitable[None]] | None
-                 ) -> None:
-        self.name = name
-        self.config = config
-        self.open_url = open_url
-        self.url = ""
-        self.listener: Any = None
-        self.query: dict[str, str] = {}
-        self.arrived = anyio.Event()
-
-    async def redirect(self, url: str) -> None:
-        """Check the authorization URL and listen for the redirect (the SDK's redirect handler)."""
-        if self.open_url is None:
-            raise MCPStartupError(f"MCP server {self.name!r} needs a sign-in: run "
-                                  f"'mol mcp login {self.name}'")
-        if not await is_local(self.config.url):
-            await check_url(url)
-        self.url, self.query, self.arrived = url, {}, anyio.Event()
-        self.listener = await anyio.create_tcp_listener(
-            local_host="127.0.0.1", local_port=self.config.oauth.redirect_port)
-
-    async def callback(self) -> Any:
-        """Open the URL, wait for the browser to come back; the code (the callback handler)."""
-        from mcp.shared.auth import AuthorizationCodeResult
-
-        assert self.open_url is not None and self.listener is not None
-        async with self.listener, anyio.create_task_group() as tg:
-            tg.start_soon(self.listener.serve, self._handle)
-            await self.open_url(self.url)
-            with anyio.fail_after(LOGIN_TIMEOUT_SEC):
-                await self.arrived.wait()
-            tg.cancel_scope.cancel()
-        if "code" not in self.query:
-            reason = self.query.get("error_description") or self.query.get("error") or "no code came back"
-            raise MCPError(f"the sign-in to MCP server {self.name!r} failed: {reason}")
-        return AuthorizationCodeResult(code=self.query["code"], state=self.query.get("state"),
-                                       iss=self.query.get("iss"))
-
-    async def _handle(self, stream: Any) -> None:
-        async with stream:
-            data = b""
-            with anyio.move_on_after(10):
-                while b"\r\n\r\n" not in data and len(data) < 65536:
-                    data += await stream.receive()
-            words = data.split(b" ", 2)
-            parts = urlsplit(words[1].decode(errors="replace") if len(words) > 2 else "")
-            if parts.path != "/callback":
-                await stream.send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-                return
-            self.query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-            body = b"mol: signed in. You can close this window.\n"
-            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
-                              + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
-            self.arrived.set()

@@ -17,6 +17,7 @@ from mol.runtime.mcp.process import group_members as group_members  # re-exporte
 from mol.runtime.mcp.process import processes
 
 from ...conftest import hcp_text
+from ...services import NPM as NPM  # re-exported: the npm packages the tests pin
 
 SERVER = Path(__file__).parent / "servers" / "scripted_server.py"
 """The test server (the SDK's ``MCPServer``), run as a script."""

@@ -100,6 +100,26 @@ async def test_elicitation_goes_to_the_asker_with_defaults_or_is_declined(tmp_pa
     assert declined.content == "decline: None" and headless.content == "decline: None"
 
 
+@pytest.mark.parametrize("asker", ["raises", "junk", "nested"])
+async def test_an_asker_that_fails_answers_cancel_and_nothing_breaks(tmp_path, asker, caplog):
+    """Whatever the asker does (raise, answer something that is no answer, or content the
+    protocol cannot carry), the server gets ``cancel``: no internal error, and the session
+    goes on."""
+    async def ask(server: str, request: dict) -> object:
+        if asker == "raises":
+            raise RuntimeError("Attempted to exit a cancel scope that isn't the current one")
+        if asker == "junk":
+            return {"action": "maybe"}
+        return {"action": "accept", "content": {"name": {"first": "Ada"}}}
+
+    async with MCPManager(load(tmp_path, {"s": stdio_server("--legacy")}), elicit=ask) as mcp:
+        answered = await mcp.call("L1", "mcp__s__ask_user", {})
+        after = await mcp.call("L1", "mcp__s__echo", {"text": "still here"})
+    assert (answered.is_error, answered.content) == (False, "cancel: None")
+    assert (after.is_error, after.content) == (False, "still here")
+    assert "Traceback" not in caplog.text
+
+
 async def test_elicitation_amid_calls_of_several_sessions_is_declined(tmp_path, call_log):
     """A handshake-era request cannot say which call it belongs to: with another session's
     call in flight on the same server, asking the most recent caller could show one
@@ -215,3 +235,16 @@ async def test_a_cancelled_turn_cancels_the_call_at_the_server(tmp_path, call_lo
             await mcp.call("L1", "mcp__s__hang", {})
         await wait_for(lambda: "cancelled hang" in call_log.read_text(), within=10)
         assert (await mcp.call("L1", "mcp__s__echo", {"text": "still"})).content == "still"
+
+
+def test_the_elicitation_actions_are_the_sdks():
+    """mol's answers (and the server's check of a client's) use the actions the protocol
+    defines, as the SDK's ``ElicitResult`` spells them."""
+    import typing
+
+    import mcp_types
+
+    from mol.core.tools import ELICIT_ACTIONS
+
+    action = mcp_types.ElicitResult.model_fields["action"].annotation
+    assert ELICIT_ACTIONS == typing.get_args(action)

@@ -3,11 +3,14 @@
     python oauth_server.py PORT
 
 ``/mcp`` needs ``Authorization: Bearer <token>``; without it the answer is 401
-with ``WWW-Authenticate: Bearer resource_metadata=...`` (RFC 9728). The
-authorization server offers metadata (RFC 8414), dynamic client registration
-(RFC 7591), ``/authorize`` (which signs the user in at once and redirects back
-with a code) and ``/token`` (authorization code with PKCE S256, and refresh).
-``MOL_TEST_LOG`` records each grant.
+with ``WWW-Authenticate: Bearer resource_metadata=...`` (RFC 9728). Calling the
+``add`` tool needs the scope ``write`` besides ``tools``: a token without it gets
+403 with ``error="insufficient_scope", scope="tools write"`` (the MCP
+authorization spec's step-up). The authorization server offers metadata
+(RFC 8414), dynamic client registration (RFC 7591), ``/authorize`` (which signs
+the user in at once, for the scope asked, and redirects back with a code) and
+``/token`` (authorization code with PKCE S256, and refresh). ``MOL_TEST_LOG``
+records each grant and its scope.
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from starlette.routing import Mount, Route
 PORT = int(sys.argv[1])
 BASE = f"http://127.0.0.1:{PORT}"
 CODES: dict[str, dict] = {}
-TOKENS: set[str] = set()
-REFRESH: set[str] = set()
+TOKENS: dict[str, set[str]] = {}
+"""Access token -> its scopes."""
+REFRESH: dict[str, set[str]] = {}
+STEP_UP = {"add": "write"}
+"""Tool -> the scope (besides ``tools``) a call of it needs."""
 
 
 async def resource_metadata(request: Request) -> Response:
@@ -59,8 +65,10 @@ async def register(request: Request) -> Response:
 async def authorize(request: Request) -> Response:
     q = request.query_params
     code = secrets.token_hex(8)
-    CODES[code] = {"challenge": q["code_challenge"], "redirect": q["redirect_uri"]}
-    scripted_server.record("oauth authorize")
+    scope = q.get("scope") or "tools"
+    CODES[code] = {"challenge": q["code_challenge"], "redirect": q["redirect_uri"],
+                   "scope": set(scope.split())}
+    scripted_server.record(f"oauth authorize scope={scope}")
     return RedirectResponse(f"{q['redirect_uri']}?{urlencode({'code': code, 'state': q['state'], 'iss': BASE})}",
                             status_code=302)
 
@@ -70,34 +78,76 @@ async def token(request: Request) -> Response:
     if form["grant_type"] == "refresh_token":
         if form["refresh_token"] not in REFRESH:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        scopes = REFRESH[form["refresh_token"]]
     else:
         grant = CODES.pop(form["code"], None)
         verifier = form.get("code_verifier", "")
         digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=")
         if grant is None or digest.decode() != grant["challenge"]:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        scopes = grant["scope"]
     access, refresh = secrets.token_hex(12), secrets.token_hex(12)
-    TOKENS.add(access)
-    REFRESH.add(refresh)
+    TOKENS[access] = REFRESH[refresh] = scopes
     scripted_server.record(f"oauth token {form['grant_type']}")
     return JSONResponse({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
-                         "refresh_token": refresh, "scope": "tools"})
+                         "refresh_token": refresh, "scope": " ".join(sorted(scopes))})
 
 
 def protected(app):
     async def guard(scope, receive, send):
         if scope["type"] == "http":
             auth = dict(scope["headers"]).get(b"authorization", b"").decode()
-            if auth.removeprefix("Bearer ") not in TOKENS:
+            token = auth.removeprefix("Bearer ")
+            if token not in TOKENS:
                 scripted_server.record(f"http {scope['method']} unauthorized")
                 challenge = f'Bearer resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp"'
                 response = Response(json.dumps({"error": "invalid_token"}), status_code=401,
                                     headers={"WWW-Authenticate": challenge})
                 await response(scope, receive, send)
                 return
+            body, receive = await _buffered(receive)
+            needed = STEP_UP.get(_called_tool(body))
+            if needed and needed not in TOKENS[token]:
+                scripted_server.record(f"http {scope['method']} insufficient scope")
+                challenge = (f'Bearer error="insufficient_scope", scope="tools {needed}", '
+                             f'resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp"')
+                response = Response(json.dumps({"error": "insufficient_scope"}), status_code=403,
+                                    headers={"WWW-Authenticate": challenge})
+                await response(scope, receive, send)
+                return
             scripted_server.record(f"http {scope['method']} authorized")
         await app(scope, receive, send)
     return guard
+
+
+async def _buffered(receive):
+    """The request's body, and a ``receive`` that hands it over again."""
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    sent = False
+
+    async def again():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, again
+
+
+def _called_tool(body: bytes) -> str | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == "tools/call":
+        return (message.get("params") or {}).get("name")
+    return None
 
 
 def main() -> None:
