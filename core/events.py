@@ -149,6 +149,20 @@ class Elicited(Event):
 
 
 @dataclass(frozen=True)
+class Approved(Event):
+    """A person answered a call of an ``ask`` tool (or the conversation's remembered answer
+    did: ``remembered``)."""
+
+    tool: str
+    call_id: str
+    allow: bool
+    always: bool = False
+    remembered: bool = False
+    reason: str = ""
+    type: str = _kind("approval")
+
+
+@dataclass(frozen=True)
 class HookDecided(Event):
     """A hook allowed, blocked or rewrote a tool call, blocked or added context to a turn, or
     failed where it cannot block."""

@@ -32,6 +32,18 @@ they agree), what ``ToolContext.elicit`` answers with."""
 
 
 @dataclass(frozen=True)
+class Approval:
+    """A person's answer to a call of an ``ask`` tool (``[tools] ask``)."""
+
+    allow: bool
+    always: bool = False
+    """The answer holds for every later call of the tool in this conversation (allow
+    always, reject always), remembered with it (``Conversation.approvals``)."""
+    reason: str = ""
+    """Why, in the person's words; a refusal's reaches the adapter."""
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """What a tool returns: the text the model reads, and whether it is an error."""
 

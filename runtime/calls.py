@@ -77,10 +77,11 @@ async def _guarded(cfg: LoopConfig, host: LoopHost, call_id: str, call: ToolCall
     if verdict.arguments is not None:
         info = ToolCallInfo(call.name, verdict.arguments, call_id, cfg.adapter)
     if decide(call.name, cfg.config) == "ask" and not verdict.approved:
-        approved = await host.approve(info)
-        if not approved:
+        answer = await host.approve(info)
+        if answer is None or not answer.allow:
             reason = ("it needs approval and nobody can approve in this session"
-                      if approved is None else "the user did not approve it")
+                      if answer is None else "the user did not approve it"
+                      + (f": {answer.reason}" if answer.reason else ""))
             return ToolResult(f"Error: {call.name} was not run: {reason}.", is_error=True)
     result = await run_tool(tool, info.arguments, cfg.context)
     return await _after(cfg, host, info, result)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mol.core import events as ev
-from mol.core.tools import Tool, ToolContext
+from mol.core.tools import Approval, Tool, ToolContext
 from mol.hcp.schema import AdapterConfig
 from mol.runtime.engine import Engine
 from mol.runtime.hooks import HookSet, ToolCallInfo, ToolHooks
@@ -67,8 +67,8 @@ class LoopHost(Protocol):
         """Append ``messages`` to the view at a consistent point; ``answer`` is the turn's
         final answer when these messages end it."""
 
-    async def approve(self, call: ToolCallInfo) -> bool | None:
-        """Whether a person allows an ``ask`` tool's call; None when nobody can answer."""
+    async def approve(self, call: ToolCallInfo) -> Approval | None:
+        """A person's answer to an ``ask`` tool's call; None when nobody can answer."""
 
     async def review(self, answer: str) -> str | None:
         """Feedback that sends the answer back for revision (a user message; the answer and

@@ -27,7 +27,7 @@ import anyio
 
 from mol.core import events as ev
 from mol.core.errors import ConversationError, EngineAdapterUnavailable
-from mol.core.tools import Resources, ToolContext, ToolWrapper, with_tool
+from mol.core.tools import Approval, Resources, ToolContext, ToolWrapper, with_tool
 from mol.runtime import lifecycle, loop, routing
 from mol.runtime.engine import Engine
 from mol.runtime.hooks import ToolCallInfo
@@ -37,7 +37,7 @@ from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_cal
 
 log = logging.getLogger("mol.harness")
 
-Approver = Callable[[ToolCallInfo], Awaitable[bool]]
+Approver = Callable[[ToolCallInfo], Awaitable[bool | Approval]]
 """``await approve(call)``: whether a person allows an ``ask`` tool's call."""
 
 

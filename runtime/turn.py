@@ -16,6 +16,7 @@ from inspect import isawaitable
 from typing import Any
 
 from mol.core import events as ev
+from mol.core.tools import Approval
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.views import TurnRecord
 
@@ -99,10 +100,22 @@ class Turn:
             self.record.answer = answer  # stored with the checkpoint that stores the answer
         await self.checkpoint()
 
-    async def approve(self, call: ToolCallInfo) -> bool | None:
-        """A person's answer for an ``ask`` tool's call; None when nobody can answer."""
-        approve = self.session.approve
-        return None if approve is None else bool(await approve(call))
+    async def approve(self, call: ToolCallInfo) -> Approval | None:
+        """A person's answer for an ``ask`` tool's call (the conversation's remembered one
+        first); None when nobody can answer."""
+        remembered = self.session.conversation.approvals.get(call.name)
+        if remembered is not None:
+            answer = Approval(remembered, always=True)
+        elif self.session.approve is None:
+            return None
+        else:
+            given = await self.session.approve(call)
+            answer = given if isinstance(given, Approval) else Approval(bool(given))
+            if answer.always:  # stored with the turn's next checkpoint
+                self.session.conversation.approvals[call.name] = answer.allow
+        await self.emit(ev.Approved(call.name, call.call_id, answer.allow, answer.always,
+                                    remembered is not None, answer.reason))
+        return answer
 
     async def review(self, answer: str) -> str | None:
         """The reviewer's feedback on ``answer`` (None: accepted, or no reviewer)."""

@@ -189,6 +189,9 @@ class Conversation:
     last one decides what the engine sees of the view (``engine_view``)."""
     measures: dict[str, list[int]] = field(default_factory=dict)
     """Adapter -> the engine's count of its last request (``mol.runtime.windows.Measure``)."""
+    approvals: dict[str, bool] = field(default_factory=dict)
+    """Tool -> the answer a person gave for every call of it in this conversation (allow
+    always: True; reject always: False)."""
 
     revision: int = 0
     """How many times the store saved this conversation (0: never); a save that does not
@@ -290,4 +293,5 @@ class Conversation:
         return cls(id=data["id"], views=data.get("views", {}), pending=data.get("pending", {}),
                    turns=turns, notes=data.get("notes", {}),
                    compactions=data.get("compactions", {}), measures=data.get("measures", {}),
+                   approvals=data.get("approvals", {}),
                    revision=data.get("revision", 0))

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from mol.cli.commands.common import add_hcp_argument, load_artifact, terminal_text
+from mol.core.tools import Approval
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -161,14 +162,21 @@ def approval_question(call: Any) -> str:
     indented JSON with every non-ASCII and control character escaped, so nothing (padding,
     escape sequences, reordering) hides what would run."""
     arguments = json.dumps(call.arguments, indent=2, ensure_ascii=True)
-    return f"allow {call.adapter} to run {terminal_text(call.name)} with\n{arguments}\n? [y/N] "
+    return (f"allow {call.adapter} to run {terminal_text(call.name)} with\n{arguments}\n? "
+            "[y]es, [a]lways in this conversation, [n]o, ne[v]er [y/a/N/v] ")
 
 
-async def _ask_user(call: Any) -> bool:
+ANSWERS = {"y": Approval(True), "yes": Approval(True), "a": Approval(True, always=True),
+           "always": Approval(True, always=True), "v": Approval(False, always=True),
+           "never": Approval(False, always=True)}
+"""The answers ``mol chat`` takes to its approval question; anything else is no."""
+
+
+async def _ask_user(call: Any) -> Approval:
     from mol.cli.commands.common import blocking_call
 
     answer = await blocking_call(input, approval_question(call))
-    return answer.strip().lower() in ("y", "yes")
+    return ANSWERS.get(answer.strip().lower(), Approval(False))
 
 
 def _shown(text: Any) -> str:

@@ -37,7 +37,8 @@ def load(db: Any, session_id: str, where: str) -> Conversation:
     return Conversation(id=session_id, views=views, pending=state.get("pending", {}),
                         turns=turns, notes=state.get("notes", {}),
                         compactions=state.get("compactions", {}),
-                        measures=state.get("measures", {}), revision=row[1])
+                        measures=state.get("measures", {}),
+                        approvals=state.get("approvals", {}), revision=row[1])
 
 
 def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: TurnLog,
@@ -50,7 +51,8 @@ def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: Tu
     digest = log.hcp_digest or None
     state = json.dumps({"pending": conversation.pending, "notes": conversation.notes,
                         "compactions": conversation.compactions,
-                        "measures": conversation.measures}, ensure_ascii=False)
+                        "measures": conversation.measures,
+                        "approvals": conversation.approvals}, ensure_ascii=False)
     revision = conversation.revision
     if revision == 0:
         exists = db.execute("SELECT revision FROM sessions WHERE id = ?",

@@ -59,7 +59,7 @@ def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
                    for a, done in conversation.compactions.items() if counts.get(a)}
     return Conversation(id="conv_" + secrets.token_hex(8), views=views,
                         pending=copy.deepcopy(mark["pending"]), turns=turns,
-                        compactions=compactions)
+                        compactions=compactions, approvals=dict(conversation.approvals))
 
 
 UNANSWERED = "[no result: the client went on without returning this tool call's result]"

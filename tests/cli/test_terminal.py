@@ -134,7 +134,7 @@ def test_the_approval_prompt_shows_the_whole_call_escaped(tmp_path):
         try:
             chat.read_until(b"you> ")
             chat.type("list the files\n")
-            prompt = chat.read_until(b"[y/N] ").decode("utf-8", "replace")
+            prompt = chat.read_until(b"[y/a/N/v] ").decode("utf-8", "replace")
             chat.type("n\n")
             chat.read_until(b"refused, fine")
             chat.type("\x04")

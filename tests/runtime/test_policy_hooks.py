@@ -200,3 +200,46 @@ async def test_a_raising_after_hook_withholds_the_result(hcp, caplog):
     assert withheld.is_error and "plugin 'broken-redactor' failed" in withheld.content
     assert "HI" not in withheld.content and result.answer == "done"
     assert any("broken-redactor" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_answer_for_always_is_remembered_by_the_conversation_and_stored(hcp, tmp_path):
+    from mol.core.tools import Approval
+    from mol.runtime.sessions import TurnLog, open_store
+
+    asked = []
+
+    async def always(call):
+        asked.append(call.name)
+        return Approval(True, always=True)
+
+    script = script_calling("risky", "{}") + script_calling("risky", "{}")
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine,
+                                                                approve=always) as s:
+        first, second = await s.turn("do it"), await s.turn("again")
+    assert asked == ["risky"]  # the second call was not asked about
+    results = [e for r in (first, second) for e in r.events if e.type == "tool_result"]
+    assert [r.content for r in results] == ["risky ran", "risky ran"]
+    approvals = [e for r in (first, second) for e in r.events if e.type == "approval"]
+    assert [(a.allow, a.always, a.remembered) for a in approvals] == [
+        (True, True, False), (True, True, True)]
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        await store.save(s.conversation, None, TurnLog())
+        assert (await store.load(s.conversation.id)).approvals == {"risky": True}
+
+
+async def test_never_refuses_with_the_reason_and_without_asking_again(hcp):
+    from mol.core.tools import Approval
+
+    asked = []
+
+    async def never(call):
+        asked.append(call.name)
+        return Approval(False, always=True, reason="not on a Friday")
+
+    script = script_calling("risky", "{}") + script_calling("risky", "{}")
+    async with ScriptedEngine.serve(script) as engine, session(hcp, engine, approve=never) as s:
+        first, second = await s.turn("do it"), await s.turn("again")
+    refused = [e for r in (first, second) for e in r.events if e.type == "tool_result"]
+    assert asked == ["risky"]
+    assert "did not approve it: not on a Friday" in refused[0].content
+    assert all(r.is_error for r in refused)
