@@ -48,19 +48,21 @@ async def chat_completions(request: Request) -> Response:
     turn = transcript_turn(messages, state.adapters, adapter=adapter,
                            client_tools=client_tools(body), stream=stream,
                            params=chat_params(body))
-    reply = ChatReply(body["model"], messages, await state.runner.start(turn))
-    return await respond(reply, stream, reply.complete,
-                         lambda first, rest: reply.chunks(first, rest, usage_too),
-                         state.keepalive)
+    reply = ChatReply(body["model"], messages, await state.runner.start(turn), usage_too)
+    return await respond(reply, stream, reply.complete, reply.events, state.keepalive)
 
 
 class ChatReply(TranscriptReply):
     """A turn's events as a ``chat.completion`` or its chunks."""
 
     id_prefix = "chatcmpl-"
+    noun = "chat completion"
 
-    def __init__(self, model: str, messages: list[dict[str, Any]], job: Job) -> None:
+    def __init__(self, model: str, messages: list[dict[str, Any]], job: Job,
+                 usage_too: bool = False) -> None:
         super().__init__(model, messages, job)
+        self.usage_too = usage_too
+        """A stream's chunks carry ``usage`` (``stream_options.include_usage``)."""
         self.sent: list[str] = []
         self.streamed_calls: set[int] = set()
 
@@ -105,38 +107,32 @@ class ChatReply(TranscriptReply):
             chunk["metadata"] = self._metadata()
         return sse(chunk)
 
-    async def chunks(self, first: Item, rest: AsyncIterator[Item],
-                     usage_too: bool) -> AsyncIterator[bytes]:
+    async def pieces(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """The streamed reply: role, content deltas as they come, tool calls, finish, usage."""
-        try:
-            yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
-            item: Item | None = first
-            while item is not None:
-                if isinstance(item, KeepAlive):
-                    yield KEEPALIVE_COMMENT
-                elif isinstance(item, ev.ReasoningDelta):
-                    yield self._chunk({"reasoning_content": item.text}, usage_too=usage_too)
-                elif isinstance(item, ev.TextDelta):
-                    self.sent.append(item.text)
-                    yield self._chunk({"content": item.text}, usage_too=usage_too)
-                elif isinstance(item, ev.ToolCallDelta):
-                    self.streamed_calls.add(item.index)
-                    yield self._chunk({"tool_calls": [_call_fragment(item)]},
-                                      usage_too=usage_too)
-                elif isinstance(item, ApiError):
-                    yield sse(item.body())
-                    break
-                else:
-                    for piece in await self._final(item, usage_too):
-                        yield piece
-                    break
-                item = await anext(rest, None)
-            yield sse("[DONE]")
-            self.finished = True
-        finally:
-            # Also when the client went away mid-stream; the turn itself goes on.
-            self.gone("chat completion")
-            self.job.receive.close()
+        usage_too = self.usage_too
+        yield self._chunk({"role": "assistant", "content": ""}, usage_too=usage_too)
+        item: Item | None = first
+        while item is not None:
+            if isinstance(item, KeepAlive):
+                yield KEEPALIVE_COMMENT
+            elif isinstance(item, ev.ReasoningDelta):
+                yield self._chunk({"reasoning_content": item.text}, usage_too=usage_too)
+            elif isinstance(item, ev.TextDelta):
+                self.sent.append(item.text)
+                yield self._chunk({"content": item.text}, usage_too=usage_too)
+            elif isinstance(item, ev.ToolCallDelta):
+                self.streamed_calls.add(item.index)
+                yield self._chunk({"tool_calls": [_call_fragment(item)]},
+                                  usage_too=usage_too)
+            elif isinstance(item, ApiError):
+                yield sse(item.body())
+                break
+            else:
+                for piece in await self._final(item, usage_too):
+                    yield piece
+                break
+            item = await anext(rest, None)
+        yield sse("[DONE]")
 
     async def _final(self, outcome: ev.Answered | ev.ClientToolsRequested,
                      usage_too: bool) -> list[bytes]:

@@ -66,14 +66,21 @@ def canonical_arguments(arguments: str) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def normalize(raw: Any, where: str) -> dict[str, Any]:
-    """One client message in mol's plain form, checked field by field."""
+def role_of(raw: Any, where: str, roles: Sequence[str] = ROLES) -> str:
+    """The ``role`` of the client message ``raw`` at ``where``: an object with one of
+    ``roles``, else a 400 naming the field."""
     if not isinstance(raw, dict):
         raise ApiError(400, f"'{where}' must be an object", param=where)
     role = field(raw, "role", str, required=True, where=f"{where}.")
-    if role not in ROLES:
-        raise ApiError(400, f"'{where}.role' must be one of {', '.join(ROLES)}; got {role!r}",
+    if role not in roles:
+        raise ApiError(400, f"'{where}.role' must be one of {', '.join(roles)}; got {role!r}",
                        param=f"{where}.role")
+    return role
+
+
+def normalize(raw: Any, where: str) -> dict[str, Any]:
+    """One client message in mol's plain form, checked field by field."""
+    role = role_of(raw, where)
     message: dict[str, Any] = {"role": "system" if role == "developer" else role,
                                "content": text_of(raw.get("content"), f"{where}.content")}
     if role == "tool":

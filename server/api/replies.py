@@ -48,6 +48,8 @@ class Reply:
     """Reads one job's events; subclasses render them in their API's shape."""
 
     id_prefix = "reply-"
+    noun = "reply"
+    """What the API calls what it streams (in the log line of a client gone mid-stream)."""
     renders_cancelled = False
     """A cancelled turn is an outcome this API renders (a Responses object), not an error."""
     shows_compaction = False
@@ -114,11 +116,23 @@ class Reply:
                 yield item
                 return
 
-    def gone(self, what: str) -> None:
-        """Log, in one line, a client that went away before the end of a stream."""
-        if not self.finished:
-            log.info("the client went away mid-stream (%s %s, adapter %s)", what, self.id,
-                     self.adapter or "not chosen yet")
+    async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
+        """The streamed reply (``pieces``, the API's own), ended once: a client that went
+        away mid-stream is logged in one line and the job's queue closed; the turn itself
+        goes on."""
+        try:
+            async for piece in self.pieces(first, rest):
+                yield piece
+            self.finished = True
+        finally:
+            if not self.finished:
+                log.info("the client went away mid-stream (%s %s, adapter %s)", self.noun,
+                         self.id, self.adapter or "not chosen yet")
+            self.job.receive.close()
+
+    def pieces(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
+        """The pieces of the streamed reply, from the first item to the outcome."""
+        raise NotImplementedError
 
 
 class TranscriptReply(Reply):

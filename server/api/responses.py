@@ -150,6 +150,7 @@ def left_out(tools: ClientTools) -> dict[str, str]:
 class ResponseReply(Reply):
     """Turns a job's events into a Responses API object or its event stream."""
 
+    noun = "response"
     renders_cancelled = True
     shows_compaction = True
 
@@ -248,17 +249,8 @@ class ResponseReply(Reply):
         self.sequence += 1
         return self.encode({"type": kind, "sequence_number": self.sequence - 1, **data})
 
-    async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
+    async def pieces(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """``response.created`` .. ``response.completed`` as the turn produces them."""
-        try:
-            async for piece in self._events(first, rest):
-                yield piece
-            self.finished = True
-        finally:
-            self.gone("response")
-            self.job.receive.close()  # also when the client went away mid-stream
-
-    async def _events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         yield self.event("response.created", response=self.obj("in_progress", []))
         yield self.event("response.in_progress", response=self.obj("in_progress", []))
         stream = OutputStream(self)

@@ -36,6 +36,7 @@ class MessageReply(TranscriptReply):
     """Renders one job's turn in the Anthropic Messages API's shape."""
 
     id_prefix = "msg_"
+    noun = "message"
     kind = "messages"
 
     def __init__(self, model: str, conversation: Conversation, job: Job, signer: Signer,
@@ -96,17 +97,8 @@ class MessageReply(TranscriptReply):
         """One server-sent event, named by its ``type``."""
         return sse(data, event=data["type"])
 
-    async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
+    async def pieces(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """The streamed message, from ``message_start`` to ``message_stop``."""
-        try:
-            async for piece in self._events(first, rest):
-                yield piece
-            self.finished = True
-        finally:
-            self.gone("message")
-            self.job.receive.close()  # also when the client went away mid-stream
-
-    async def _events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         yield self.event({"type": "message_start", "message": self.message([], None)})
         yield self.event({"type": "ping"})
         blocks = _Blocks(self)

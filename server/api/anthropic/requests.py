@@ -30,7 +30,7 @@ from dataclasses import field as dataclass_field
 from typing import Any
 
 from mol.server.api.anthropic.thinking import Signer
-from mol.server.api.messages import MAX_MESSAGES, bounded
+from mol.server.api.messages import MAX_MESSAGES, bounded, role_of
 from mol.server.http.bodies import field, json_kind
 from mol.server.http.errors import ApiError
 
@@ -96,12 +96,7 @@ def _folded(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _message(raw: Any, where: str, signer: Signer) -> tuple[list[dict[str, Any]], list[str]]:
-    if not isinstance(raw, dict):
-        raise ApiError(400, f"'{where}' must be an object", param=where)
-    role = field(raw, "role", str, required=True, where=f"{where}.")
-    if role not in ROLES:
-        raise ApiError(400, f"'{where}.role' must be one of {', '.join(ROLES)}; got {role!r}",
-                       param=f"{where}.role")
+    role = role_of(raw, where, ROLES)
     content = raw.get("content")
     if role == "system" or isinstance(content, str):
         return [{"role": role, "content": _text(content, f"{where}.content")}], [where]
