@@ -96,11 +96,12 @@ class Agent:
         return bool(fs and fs.read_text_file and fs.write_text_file)
 
     async def initialize(self, request: Any, params: Any) -> dict[str, Any]:
-        """The protocol version (the editor's when mol speaks it, else mol's) and what each
-        side offers."""
+        """The protocol version and what each side offers. mol speaks one version, the
+        SDK's: it answers with it whatever the editor asked for (an editor that does not
+        speak it disconnects, as the protocol says)."""
         self.client = request.client_capabilities
         return {
-            "protocolVersion": min(request.protocol_version, sdk.PROTOCOL_VERSION),
+            "protocolVersion": sdk.PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
