@@ -50,6 +50,7 @@ COMMANDS: dict[str, Command] = {
     "mcp": Command("mol.cli.commands.mcp", "list MCP servers and their tools, resources and prompts; call a tool"),
     "sandbox": Command("mol.cli.commands.sandbox", "run commands in hardened Docker sandboxes; build the image; gc"),
     "serve": Command("mol.cli.commands.serve", "serve the OpenAI and Anthropic APIs (chat completions, responses, messages)"),
+    "acp": Command("mol.cli.commands.acp", "be an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim)"),
     "sessions": Command("mol.cli.commands.sessions", "list stored sessions; show one's views, routes and summaries"),
     "genui": Command("mol.cli.commands.genui", "check generated UI (A2UI, UI4A TSX), preview it in a browser, install its toolchain"),
     "eval": Command("mol.cli.commands.eval", "run task suites in sandboxes; replay, show and compare runs; the slice an edit affects"),

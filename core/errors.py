@@ -47,6 +47,8 @@ keep their cause (``raise ... from exc``)::
     │   ├── SessionBusy             another replica holds the session's lease (a turn in flight)
     │   └── SessionConflict         the session changed elsewhere since it was loaded
     ├── ServerError               the HTTP server cannot start as configured
+    ├── ClientError               an editor driving ``mol acp`` answered one of mol's
+    │                             requests with an error, or went away (acpagent/sdk.py)
     └── EvalError                 an eval run cannot proceed (mol.eval): its results store
         ├── TaskError               a task folder or suite is invalid (exit 2)
         └── ClusterError            the Ray cluster cannot be reached or failed
@@ -332,6 +334,11 @@ class ServerError(MolError):
     """The HTTP server cannot start with the given configuration."""
 
     exit_code = 2
+
+
+class ClientError(MolError):
+    """An Agent Client Protocol client (the editor ``mol acp`` serves) answered a request of
+    mol's (a file, a terminal, a permission) with an error, or is gone."""
 
 
 class EvalError(MolError):

@@ -147,10 +147,19 @@ class SandboxConfig(Model):
     ``*.pythonhosted.org``), which must resolve to public addresses, and addresses or
     ranges (``192.0.2.7``, ``10.1.0.0/16``, ``[2001:db8::1]``), each optionally with a
     port (``pypi.org:443``, ``10.1.0.0/16:5432``)."""
+    acp_client: list[Literal["files", "terminal"]] = Field(default_factory=list)
+    """Under ``mol acp``, the tools the editor serves instead of this sandbox, where it offers
+    them (docs/acp.md): ``files``, ``read_file``, ``write_file`` and ``edit_file`` through
+    the editor's file system (its unsaved buffers included; paths inside the session's
+    folder only); ``terminal``, ``terminal`` and ``list_dir`` through the editor's
+    terminals: commands then run on the editor's machine, in the session's folder, outside
+    any sandbox. Empty (the default): the sandbox serves them all."""
 
     @model_validator(mode="after")
     def _egress(self) -> SandboxConfig:
         check_policy(self.egress, self.egress_allow, self.network)
+        if len(set(self.acp_client)) != len(self.acp_client):
+            raise ValueError("acp_client must not repeat a value")
         return self
 
 

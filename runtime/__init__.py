@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mol.runtime import serving
-    from mol.runtime.app import collect_orphans, open_engine, open_runtime
+    from mol.runtime.app import collect_orphans, open_engine, open_mcp_servers, open_runtime
     from mol.runtime.engine import (
         Completion,
         Engine,
@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     from mol.runtime.recorder import Recorder
     from mol.runtime.runtime import Runtime
     from mol.runtime.session import Approver, Session
-    from mol.runtime.sessions import LEASE_SEC, SessionStore, TurnLog, new_owner, open_store
+    from mol.runtime.sessions import (
+        LEASE_SEC,
+        SessionStore,
+        TurnLog,
+        held,
+        new_owner,
+        open_store,
+        store_url_for,
+    )
     from mol.runtime.summary import DEFAULT_SUMMARY_PROMPT
     from mol.runtime.turn import Turn, TurnResult
     from mol.runtime.views import (
@@ -48,6 +56,7 @@ _MODULES = ("serving",)
 
 _EXPORTS = {
     "open_runtime": "app", "open_engine": "app", "collect_orphans": "app",
+    "open_mcp_servers": "app",
     "Runtime": "runtime",
     "Session": "session", "Approver": "session",
     "Turn": "turn", "TurnResult": "turn",
@@ -55,7 +64,8 @@ _EXPORTS = {
     "adapter_of_call": "views", "open_calls": "views",
     "Recorder": "recorder",
     "SessionStore": "sessions", "TurnLog": "sessions", "open_store": "sessions",
-    "LEASE_SEC": "sessions", "new_owner": "sessions",
+    "LEASE_SEC": "sessions", "new_owner": "sessions", "held": "sessions",
+    "store_url_for": "sessions",
     "Engine": "engine", "LiteLLMEngine": "engine", "Completion": "engine",
     "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
     "start_import": "engine",
@@ -65,8 +75,9 @@ _EXPORTS = {
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
            "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
            "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
-           "adapter_of_call", "collect_orphans", "new_call_id", "new_owner", "open_calls",
-           "open_engine", "open_runtime", "open_store", "preload", "serving", "start_import"]
+           "adapter_of_call", "collect_orphans", "held", "new_call_id", "new_owner",
+           "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_store",
+           "preload", "serving", "start_import", "store_url_for"]
 
 
 def __getattr__(name: str) -> Any:

@@ -64,6 +64,20 @@ async def open_engine(artifact: Artifact, engine_url: str | None = None
 
 
 @asynccontextmanager
+async def open_mcp_servers(artifact: Artifact, servers: dict[str, Any], *,
+                           engine: Engine | None = None, elicit: Any = None
+                           ) -> AsyncIterator[Any]:
+    """A toolset of MCP servers besides the artifact's (``servers``: name -> an
+    ``MCPServerConfig``; an editor's own under ``mol acp``), for ``Session(toolsets=...)``:
+    every adapter sees their tools, which its tool policy allows, asks for or hides like any
+    other (``mcp__<server>__<tool>``). They start in the background and stop at the end."""
+    from mol.runtime.mcp import MCPManager
+
+    async with MCPManager(artifact, servers=servers, engine=engine, elicit=elicit) as manager:
+        yield manager
+
+
+@asynccontextmanager
 async def open_runtime(artifact: Artifact, *, engine_url: str | None = None,
                        engine: Engine | None = None, plugins: Any = None, elicit: Any = None,
                        collect_orphans: bool = True) -> AsyncIterator[Runtime]:

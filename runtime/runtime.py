@@ -50,15 +50,15 @@ class Runtime:
         ``options`` are ``Session``'s."""
         return Session(self, conversation, **options)
 
-    async def all_tools(self, adapter: str, wrapper: ToolWrapper | None = None
-                        ) -> dict[str, Tool]:
-        """Every tool for ``adapter`` before policy: plugins, then toolsets (``wrapper``
-        applied last).
+    async def all_tools(self, adapter: str, wrapper: ToolWrapper | None = None,
+                        extra: Sequence[Toolset] = ()) -> dict[str, Tool]:
+        """Every tool for ``adapter`` before policy: plugins, then toolsets, then a session's
+        ``extra`` toolsets (``wrapper`` applied last).
 
         A name offered by two sources is a ``ToolError`` naming both: one of them
         silently shadowing the other would run a tool nobody chose."""
         tools = dict(self.plugins.tools)
-        for toolset in self.toolsets:
+        for toolset in [*self.toolsets, *extra]:
             for tool in await toolset.tools(adapter):
                 with_tool(tools, tool, in_place=True)
         return tools if wrapper is None else wrapper(adapter, tools)

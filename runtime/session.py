@@ -27,7 +27,7 @@ import anyio
 
 from mol.core import events as ev
 from mol.core.errors import ConversationError, EngineAdapterUnavailable
-from mol.core.tools import Approval, Resources, ToolContext, ToolWrapper, with_tool
+from mol.core.tools import Approval, Resources, ToolContext, Toolset, ToolWrapper, with_tool
 from mol.runtime import lifecycle, loop, routing
 from mol.runtime.engine import Engine
 from mol.runtime.hooks import ToolCallInfo
@@ -50,7 +50,7 @@ class Session:
                  elicit: Any = None, started: bool = False, engine: Engine | None = None,
                  tool_wrapper: ToolWrapper | None = None,
                  call_ids: Callable[[str], str] | None = None,
-                 compact_at: int | None = None) -> None:
+                 compact_at: int | None = None, toolsets: Sequence[Toolset] = ()) -> None:
         self.runtime = runtime
         """The ``Runtime`` whose engine, plugins, toolsets and hooks the turns use."""
         self.artifact = runtime.artifact
@@ -65,6 +65,9 @@ class Session:
         self.engine = engine or runtime.engine
         """The runtime's engine, or one wrapping it (an eval episode records through one)."""
         self.tool_wrapper = tool_wrapper
+        self.toolsets = list(toolsets)
+        """This conversation's own tool sources, after the runtime's (the MCP servers an
+        editor brings to a ``mol acp`` session)."""
         self.call_ids = call_ids or new_call_id
         """Issues tool call ids (``call_<adapter>_<hex>``); an eval episode numbers them, so
         that running it twice records the same bytes."""
@@ -91,9 +94,9 @@ class Session:
         await self.resources.aclose()
 
     async def all_tools(self, adapter: str) -> dict[str, Any]:
-        """Every tool ``adapter`` gets in this session, before its policy (the runtime's,
-        through the session's ``tool_wrapper``)."""
-        return await self.runtime.all_tools(adapter, self.tool_wrapper)
+        """Every tool ``adapter`` gets in this session, before its policy (the runtime's and
+        the session's own toolsets, through the session's ``tool_wrapper``)."""
+        return await self.runtime.all_tools(adapter, self.tool_wrapper, self.toolsets)
 
     # -- turns ------------------------------------------------------------------------------
 

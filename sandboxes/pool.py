@@ -30,8 +30,9 @@ from mol.sandboxes.sandbox import Sandbox
 log = logging.getLogger(__name__)
 
 def pool_key(config: SandboxConfig) -> str:
-    """Sandboxes are interchangeable when every setting but the pool size is equal."""
-    return json.dumps(config.model_dump(exclude={"pool_size"}), sort_keys=True)
+    """Sandboxes are interchangeable when every setting of the container is equal (the pool
+    size and which tools an editor serves instead are none)."""
+    return json.dumps(config.model_dump(exclude={"pool_size", "acp_client"}), sort_keys=True)
 
 
 class SandboxPool:

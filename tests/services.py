@@ -103,6 +103,8 @@ PINNED = (
     NpmPackage("@openai/codex", "0.169.0", "MOL_TEST_NPM_CACHE", "npm", needs=("netns",)),
     NpmPackage("@anthropic-ai/claude-code", "2.1.332", "MOL_TEST_NPM_CACHE", "npm",
                needs=("netns",)),
+    # mol acp's editor in tests/acpagent/test_typescript_client.py.
+    NpmPackage("@agentclientprotocol/sdk", "2.4.0", "MOL_TEST_NPM_CACHE", "npm"),
 )
 NPM = {package.spec: package for package in PINNED}
 """The packages ``pytest.mark.npm(...)`` may name (``name@version``), pinned as the tests and

@@ -147,7 +147,8 @@ def test_the_pins_agree_with_the_tests_and_the_test_command():
     in_tests = {spec for path in [ROOT / "tests" / "runtime" / "mcp" / "test_published_npm.py",
                                   ROOT / "tests" / "runtime" / "mcp" / "test_conformance.py",
                                   ROOT / "tests" / "server" / "test_codex.py",
-                                  ROOT / "tests" / "server" / "test_claude_code.py"]
+                                  ROOT / "tests" / "server" / "test_claude_code.py",
+                                  ROOT / "tests" / "acpagent" / "test_typescript_client.py"]
                 for spec in re.findall(r'^[A-Z_]+ = "(@[^"]+@[^"]+)"$', path.read_text(), re.M)}
     assert pinned == in_script == in_tests
     # Each version in the prefix the check looks in (a second version beside the first).

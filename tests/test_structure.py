@@ -144,16 +144,16 @@ def test_turn_scheduling_and_http_plumbing_stay_below_the_api_shapes() -> None:
                   floors) == []
 
 
-def test_eval_and_the_server_drive_the_runtime_through_its_public_names() -> None:
-    """``mol.eval`` and ``mol.server`` import ``mol.runtime`` itself (its ``__all__``, public
-    modules included), never another of its modules: those may move without them
-    noticing."""
+def test_eval_the_server_and_acp_drive_the_runtime_through_its_public_names() -> None:
+    """``mol.eval``, ``mol.server`` and ``mol.acpagent`` import ``mol.runtime`` itself (its
+    ``__all__``, public modules included), never another of its modules: those may move
+    without them noticing."""
     import mol.runtime
 
     graph = import_graph(modules(ROOT, CODE, "mol"))
     public = {f"mol.runtime.{name}" for name in mol.runtime.__all__} & set(graph)
     reaching = sorted(f"{name} -> {target}" for name, targets in graph.items()
-                      if name.startswith(("mol.eval.", "mol.server."))
+                      if name.startswith(("mol.eval.", "mol.server.", "mol.acpagent."))
                       for target in targets
                       if target.startswith("mol.runtime.") and target not in public)
     assert reaching == []

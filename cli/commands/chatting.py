@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from mol.cli.commands.common import terminal_text
+from mol.core.text import escaped
 
 
 def builtin(line: str) -> tuple[str, str] | None:
@@ -55,7 +55,7 @@ def _help(artifact: Any) -> None:
     for key, command in sorted(commands.items()):
         if key == command.qualified:  # each command once, by its unambiguous name
             about = (getattr(command, "description", "") or "").splitlines()
-            lines.append(f"/{key}  {terminal_text(about[0] if about else '')}")
+            lines.append(f"/{key}  {escaped(about[0] if about else '')}")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 

@@ -101,7 +101,6 @@ class StoredSession:
 def stored_session(artifact: Any, session_id: str | None) -> Any:
     """An async context with the stored conversation ``session_id`` (a new one under that id
     if the store has none) and its checkpoint; without an id, nothing is stored."""
-    import re
     import sys
     from contextlib import asynccontextmanager
 
@@ -128,23 +127,6 @@ def stored_session(artifact: Any, session_id: str | None) -> Any:
             yield StoredSession(conversation, Recorder(store, artifact.digest).checkpoint)
 
     return context()
-
-
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
-"""Characters a terminal acts on, or that reorder text: C0 controls but tab and newline,
-DEL, C1 controls, and the bidirectional overrides and isolates."""
-
-
-def terminal_text(text: str) -> str:
-    """``text`` with every control character shown as an escape (``\\x1b``, ``\\u202e``):
-    model and tool text cannot clear the screen, set the title, write the clipboard
-    (OSC 52) or reorder what a person reads."""
-    return _UNSAFE.sub(_escape, text.replace("\r\n", "\n"))
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class Stopped:

@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any
 
-from mol.cli.commands.common import add_hcp_argument, load_artifact, terminal_text
+from mol.cli.commands.common import add_hcp_argument, load_artifact
+from mol.core.text import escaped
 from mol.core.tools import Approval
 
 
@@ -41,7 +42,7 @@ def shown(text: str, raw: bool, stream: Any = None) -> str:
     """``text`` as it may be written to ``stream`` (stdout): escaped at a terminal unless
     ``raw``, so model output cannot drive the terminal."""
     stream = sys.stdout if stream is None else stream
-    return text if raw or not stream.isatty() else terminal_text(text)
+    return text if raw or not stream.isatty() else escaped(text)
 
 
 class Progress:
@@ -71,7 +72,7 @@ class Progress:
             line = (f"{event.adapter} UI: " + ("valid" if event.valid else f"{count} problems")
                     + ("" if event.final else ", sent back for repair"))
         if line:
-            print(f"\033[2m[mol] {terminal_text(line)}\033[0m", file=sys.stderr, flush=True)
+            print(f"\033[2m[mol] {escaped(line)}\033[0m", file=sys.stderr, flush=True)
 
 
 def _json_printer(raw: bool) -> Any:
@@ -162,7 +163,7 @@ def approval_question(call: Any) -> str:
     indented JSON with every non-ASCII and control character escaped, so nothing (padding,
     escape sequences, reordering) hides what would run."""
     arguments = json.dumps(call.arguments, indent=2, ensure_ascii=True)
-    return (f"allow {call.adapter} to run {terminal_text(call.name)} with\n{arguments}\n? "
+    return (f"allow {call.adapter} to run {escaped(call.name)} with\n{arguments}\n? "
             "[y]es, [a]lways in this conversation, [n]o, ne[v]er [y/a/N/v] ")
 
 

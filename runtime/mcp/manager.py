@@ -5,7 +5,8 @@ in the background, so startup stays off the critical path of the first turn;
 ``await mcp.tools("L1")`` waits only for the servers L1 sees (each bounded by
 its ``startup_timeout_sec``). A ``required`` server that fails makes
 ``tools()`` and ``wait_ready()`` raise ``MCPStartupError`` naming it; any other
-failed server is reported in ``status()`` and skipped.
+failed server is reported in ``status()`` and skipped. ``servers`` replaces the artifact's
+servers with others that every adapter sees (an editor's own, under ``mol acp``).
 
 Tool definitions are pinned by digest when first seen. A server that later
 changes a pinned tool (on ``list_changed`` or after a restart) gets that tool
@@ -40,7 +41,8 @@ class MCPManager:
     """Owns every MCP server of a session (``async with``); hands adapters their tools."""
 
     def __init__(self, artifact: Any, *, max_result_chars: int = MAX_RESULT_CHARS,
-                 elicit: Any = None, engine: Any = None, sign_in: Any = None) -> None:
+                 elicit: Any = None, engine: Any = None, sign_in: Any = None,
+                 servers: dict[str, Any] | None = None) -> None:
         self.artifact = artifact
         self.max_result_chars = max_result_chars
         self.elicit = elicit
@@ -50,8 +52,11 @@ class MCPManager:
         self.sign_in = sign_in
         """``await sign_in(url)`` shows a person an OAuth authorization URL (``mol mcp login``);
         None: a server needing a sign-in fails, naming ``mol mcp login``."""
-        self.servers = {name: Server(self, name, config)
-                        for name, config in artifact.doc.mcp_servers.items()}
+        self.everyone = servers is not None
+        """Every adapter sees every server (a client's own servers, ``servers``), rather than
+        the servers its ``mcp_servers`` names; its tool policy still decides."""
+        configs = artifact.doc.mcp_servers if servers is None else servers
+        self.servers = {name: Server(self, name, config) for name, config in configs.items()}
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack = AsyncExitStack()
 
@@ -104,7 +109,7 @@ class MCPManager:
             server.conn = None
 
     def _visible_servers(self, adapter: str | None) -> list[Server]:
-        if adapter is None:
+        if adapter is None or self.everyone:
             return list(self.servers.values())
         names = self.artifact.doc.adapter(adapter).mcp_servers
         return [self.servers[n] for n in names if n in self.servers]
