@@ -104,17 +104,17 @@ async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
         runtime_calls = [pair for pair, client in zip(calls, to_client, strict=True) if not client]
         client_calls = [pair for pair, client in zip(calls, to_client, strict=True) if client]
         results = await execute_all(cfg, host, runtime_calls, outcome)
-        await host.commit([*pending, message, *results])
+        waiting = bool(client_calls or outcome.asked)  # calls left open: the client answers
+        await host.commit([*pending, message, *results], waiting=waiting)
         view = view + pending + [message, *results]
         pending = []
-        if client_calls or outcome.asked:  # the calls left open wait for the client
+        if waiting:
             outcome.client_calls = [
                 {"id": i, "type": "function",
                  "function": {"name": c.name, "arguments": c.arguments}} for i, c in client_calls]
             outcome.stopped = "client_tools"
-            await host.emit(ev.ClientToolsRequested(cfg.adapter, outcome.client_calls,
-                                                   outcome.reasoning,
-                                                   asked_calls(outcome.asked)))
+            await host.emit(ev.ClientToolsRequested(
+                cfg.adapter, outcome.client_calls, outcome.reasoning, asked_calls(outcome.asked)))
             return outcome
 
 

@@ -67,9 +67,11 @@ class LoopHost(Protocol):
     async def emit(self, event: ev.Event) -> None:
         """Pass an event of the turn to its observers."""
 
-    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None) -> None:
+    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None,
+                     waiting: bool = False) -> None:
         """Append ``messages`` to the view at a consistent point; ``answer`` is the turn's
-        final answer when these messages end it."""
+        final answer when these messages end it; ``waiting``: they leave calls open, and the
+        turn waits for the client from here on."""
 
     async def approve(self, call: ToolCallInfo) -> Approval | Later | None:
         """A person's answer to an ``ask`` tool's call; None when nobody can answer;

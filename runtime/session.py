@@ -198,10 +198,10 @@ class Session:
                    for call_id in order]
         left = [c for c in waiting if c not in given]
         if approvals or left:  # what an allowed tool did is stored before anything else
-            await turn.commit(pending)
+            await turn.commit(pending, waiting=bool(left))
             pending = []
         if left:  # answers came for some of the calls only: the turn waits for the rest
-            return await self._waiting(turn, left)
+            return self._waiting(turn, left)
         return await self._run(turn, cfg, pending)
 
     async def _resume(self, turn: Turn, cfg: loop.LoopConfig, call_id: str,
@@ -216,10 +216,9 @@ class Session:
                                                                  if answer.reason else ""))
         return result.content
 
-    async def _waiting(self, turn: Turn, left: list[str]) -> TurnResult:
-        """The turn waits again, for the calls ``left`` open."""
-        record, result = turn.record, turn.result
-        assert record is not None
+    def _waiting(self, turn: Turn, left: list[str]) -> TurnResult:
+        """The turn waits again (stored so by the commit before), for the calls ``left``."""
+        result = turn.result
         view = self.conversation.view(turn.adapter)
         message = next(m for m in reversed(view) if m.get("tool_calls"))
         asked = self.conversation.asked
@@ -227,8 +226,7 @@ class Session:
                                if c["id"] in left and c["id"] not in asked]
         result.asked = [{"id": c, **{k: asked[c][k] for k in ("name", "arguments", "source")}}
                         for c in left if c in asked and "ended" not in asked[c]]
-        record.status, result.status, result.stopped = "waiting", "waiting", "client_tools"
-        await turn.checkpoint()
+        result.status, result.stopped = "waiting", "client_tools"
         return result
 
     async def compact(self, adapter: str | None = None,

@@ -93,13 +93,17 @@ class Turn:
 
     # -- the loop's host --------------------------------------------------------------------
 
-    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None) -> None:
-        """Append ``messages`` to the answering adapter's view, then checkpoint."""
+    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None,
+                     waiting: bool = False) -> None:
+        """Append ``messages`` to the answering adapter's view, then checkpoint; ``waiting``:
+        they leave calls open for the client, and the turn waits from this checkpoint on."""
         assert self.record is not None
         self.session.conversation.commit(self.adapter, messages, opened=self.opens)
         self.opens = False
         if answer is not None:
             self.record.answer = answer  # stored with the checkpoint that stores the answer
+        if waiting:  # stored before anyone is told: a wait survives the process
+            self.record.status = "waiting"
         await self.checkpoint()
 
     async def approve(self, call: ToolCallInfo) -> Approval | Later | None:

@@ -254,12 +254,24 @@ async def test_an_approver_answering_later_leaves_the_call_open_until_the_answer
     async def later(call):
         return LATER
 
+    stored: list[str] = []  # the turn's status at each checkpoint
+    announced: list[str] = []  # the last stored status when the wait was told
+
+    async def checkpoint(conversation, record, turn, durable=True):
+        stored.append(record.status if record is not None else "")
+
+    def observe(event):
+        if event.type == "client_tool_calls":
+            announced.append(stored[-1])
+
     for answer, read in [(Approval(True), "risky ran"),
                          (Approval(False, reason="not today"),
                           "Error: risky was not run: the user did not approve it: not today.")]:
         async with ScriptedEngine.serve(script_calling("risky", "{}")) as engine, \
-                session(hcp, engine, approve=later) as s:
+                session(hcp, engine, approve=later, checkpoint=checkpoint,
+                        observers=[observe]) as s:
             waiting = await s.turn("do it")
+            assert announced[-1] == "waiting"  # stored so before anyone is told of it
             assert (waiting.status, waiting.client_calls) == ("waiting", [])
             [asked] = waiting.asked
             assert (asked["name"], asked["arguments"], asked["source"]) == (
