@@ -6,9 +6,7 @@ tool on the adapter that issued the call, or gives it the refusal. With the offi
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 import time
 
 import openai
@@ -18,7 +16,16 @@ from mol.plugins import hookimpl
 from mol.runtime.hooks import Rewrite
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import HCP, sdk_stream_event, serve_app, settled_turns, transcript_problems
+from .conftest import (
+    HCP,
+    chat_tool_call,
+    sdk_stream_event,
+    serve_app,
+    settled_turns,
+    tool_results,
+    transcript_problems,
+    turn_events,
+)
 
 APPROVAL_HCP = HCP.replace('tools.allow = ["shout", "hold"]',
                            'tools.allow = ["hold"]\ntools.ask = ["shout"]').replace(
@@ -96,21 +103,6 @@ def served(tmp_path_factory):
         yield server
 
 
-def tool_results(engine) -> list[str]:
-    """The tool results L1 read, in order."""
-    return [r["body"]["messages"][-1]["content"] for r in engine.requests_for("L1")
-            if r["body"]["messages"][-1]["role"] == "tool"]
-
-
-def stored_events(store, user_text: str) -> list[dict]:
-    """The recorded events of the turn whose user text is ``user_text``, once settled."""
-    settled_turns(store, user_text, 1)
-    with contextlib.closing(sqlite3.connect(store)) as db:
-        [(events,)] = db.execute("SELECT events FROM turns WHERE user_text = ?",
-                                 (user_text,)).fetchall()
-    return json.loads(events)
-
-
 def responses_final(client, stream: bool, **body):
     """The response (the completed one, when streamed: its events checked against the
     SDK's definitions)."""
@@ -150,7 +142,7 @@ def test_approved_the_tool_runs_on_the_adapter_that_asked(served, stream):
     assert second.output_text == "I shouted."
     assert second.metadata["mol_adapter"] == "L1"
     assert tool_results(served.engine)[-1] == "HELLO"
-    events = stored_events(served.store, text)
+    events = turn_events(served.store, text)
     [approval] = [e for e in events if e["type"] == "approval"]
     assert (approval["tool"], approval["call_id"], approval["allow"]) == ("shout", request.id,
                                                                          True)
@@ -191,7 +183,7 @@ def test_always_is_remembered_for_the_conversation_and_its_forks(served):
                                     input="shout again")
     assert third.output_text == "I shouted."
     assert [i.type for i in third.output] == ["message"]
-    events = stored_events(served.store, "shout again")
+    events = turn_events(served.store, "shout again")
     [told] = [e for e in events if e["type"] == "approval"]
     assert (told["allow"], told["always"], told["remembered"]) == (True, True, True)
     # Another conversation asks again.
@@ -293,29 +285,8 @@ def test_what_the_person_is_shown_is_what_runs(served):
 
 
 def chat_ask(client, text: str, stream: bool = False):
-    """The history after the reply that asks for an approval, and its ``mol_approval``
-    call."""
-    messages = [{"role": "user", "content": text}]
-    if not stream:
-        reply = client.chat.completions.create(model="mol", messages=messages,
-                                               tools=[CHAT_TOOL])
-        assert reply.choices[0].finish_reason == "tool_calls"
-        [call] = reply.choices[0].message.tool_calls
-        message = reply.choices[0].message.model_dump(exclude_none=True)
-        return [*messages, message], call.id, call.function.name, call.function.arguments
-    calls: dict[int, dict] = {}
-    for chunk in client.chat.completions.create(model="mol", messages=messages,
-                                                tools=[CHAT_TOOL], stream=True):
-        for delta in chunk.choices[0].delta.tool_calls or []:
-            call = calls.setdefault(delta.index, {"arguments": ""})
-            call["id"] = delta.id or call.get("id")
-            call["name"] = delta.function.name or call.get("name")
-            call["arguments"] += delta.function.arguments or ""
-    [call] = calls.values()
-    message = {"role": "assistant", "content": None, "tool_calls": [{
-        "id": call["id"], "type": "function",
-        "function": {"name": call["name"], "arguments": call["arguments"]}}]}
-    return [*messages, message], call["id"], call["name"], call["arguments"]
+    """The history after the reply that asks for an approval, and its one call."""
+    return chat_tool_call(client, text, CHAT_TOOL, stream)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])

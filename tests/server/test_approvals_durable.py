@@ -17,7 +17,7 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import HCP, transcript_problems
+from .conftest import HCP, tool_results, transcript_problems
 from .processes import Server, until
 
 pytestmark = [pytest.mark.slow]
@@ -83,11 +83,6 @@ def ask(server: Server, text: str):
 def approve(server: Server, response, request):
     return server.client.responses.create(model="mol", previous_response_id=response.id, input=[
         {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}])
-
-
-def tool_results(engine) -> list[str]:
-    return [r["body"]["messages"][-1]["content"] for r in engine.requests_for("L1")
-            if r["body"]["messages"][-1]["role"] == "tool"]
 
 
 def test_waits_survive_sigkill_answered_or_denied_by_the_restarted_server(tmp_path):
