@@ -34,6 +34,7 @@ keep their cause (``raise ... from exc``)::
     │   ├── InvalidTranscript       a view would break the tool-call contract (a call
     │   │                           without its results, a result without its call)
     │   ├── AnswerEnded             an answer to a request for input that ended already
+    │   │   └── ApprovalEnded           ... to a request for a person's approval
     │   └── ContextTooLong          a view that does not fit its adapter's context window
     ├── TurnError                 a turn of the server did not run to its end
     │   ├── TurnCancelled           cancelled by its client (``POST .../cancel``)
@@ -262,6 +263,11 @@ class ContextTooLong(ConversationError):
 class AnswerEnded(ConversationError):
     """An answer to a request for input (an MCP server's elicitation) that ended already:
     answered before, or given up on after its timeout."""
+
+
+class ApprovalEnded(AnswerEnded):
+    """An answer to a request for a person's approval (an ``ask`` tool's call) that ended
+    already: answered before, or denied after its timeout."""
 
 
 class SkillError(MolError):

@@ -182,12 +182,16 @@ class HookDecided(Event):
 
 @dataclass(frozen=True)
 class ClientToolsRequested(Event):
-    """The adapter called tools the client provides; the turn waits for their results."""
+    """The adapter called tools the client provides, or ``ask`` tools a person answers after
+    the turn; the turn waits for their results and answers."""
 
     adapter: str
     calls: list[dict[str, Any]]
     reasoning: str = ""
     """The engine's reasoning on the reply that made the calls."""
+    asked: list[dict[str, Any]] = field(default_factory=list)
+    """Calls waiting for a person's approval: ``{id, name, arguments, source}`` each, the
+    arguments as they would run (after the hooks), ``source`` the tool's (``Tool.source``)."""
     type: str = _kind("client_tool_calls")
 
 

@@ -43,6 +43,19 @@ class Approval:
     """Why, in the person's words; a refusal's reaches the adapter."""
 
 
+class Later:
+    """What an approver answers when the person answers after the turn (``mol serve``'s API
+    clients): the call stays open, the turn ends waiting for the answer (remembered with
+    the conversation, ``Conversation.asked``), and the answer resumes it
+    (``Session.submit_tool_results(approvals=...)``). ``LATER`` is the one instance."""
+
+    def __repr__(self) -> str:
+        return "LATER"
+
+
+LATER = Later()
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What a tool returns: the text the model reads, and whether it is an error."""

@@ -252,3 +252,8 @@ class ServingConfig(Model):
     queue_wait: float = Field(default=60.0, gt=0, le=3600)
     """Seconds a turn may wait in the queue; then it is refused with 429 and
     ``Retry-After``. ``mol serve --queue-wait`` overrides it."""
+    approval_timeout_sec: float = Field(default=3600.0, gt=0, le=7 * 24 * 3600)
+    """Seconds a call of an ``ask`` tool waits for the API client's approval
+    (``mcp_approval_response``, or the ``mol_approval`` tool's result), the turn stored
+    meanwhile; then it is denied and the turn goes on. ``[mcp_servers.NAME]
+    approval_timeout_sec`` sets it for that server's tools (docs/approvals.md)."""

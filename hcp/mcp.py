@@ -105,6 +105,9 @@ class MCPServerConfig(Model):
     """``ask``: the person answers (``mol chat`` asks at the terminal; ``mol serve`` hands
     the request to an API client that declares the ``mcp_elicitation`` tool; without a
     person, e.g. ``mol run``, the request is declined); ``decline``: always decline."""
+    approval_timeout_sec: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+    """Seconds a call of this server's ``ask`` tools waits for an API client's approval
+    through ``mol serve``, then is denied; unset: ``[server] approval_timeout_sec``."""
     roots: list[str] = Field(default_factory=list)
     """Folders offered to the server as roots (relative to the artifact), besides the
     sandbox workspace once the session has a sandbox."""

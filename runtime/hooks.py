@@ -47,6 +47,9 @@ class ToolCallInfo:
     arguments: dict[str, Any]
     call_id: str
     adapter: str
+    source: str = "builtin"
+    """Where the tool comes from (``Tool.source``): ``plugin:NAME``, ``mcp:SERVER`` or
+    ``builtin``."""
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 Runs on one adapter's view until the model answers without tool calls (and the
 answer's reviewer, if any, accepts it), the adapter's ``max_steps`` or token
-budget is reached, or the model calls a tool the client provides (the turn then
-waits for the client's results). Messages are committed to the view only at
+budget is reached, or the model calls a tool the client provides or an ``ask`` tool a
+person answers after the turn (the turn then waits for the client's results or the
+person's answers). Messages are committed to the view only at
 consistent points (an answer, or a tool-call message together with all its
 results), so a cancelled turn never leaves a half-written view; an answer sent
 back for revision stays pending, with its feedback, until one of those points.
@@ -22,10 +23,12 @@ from mol.hcp.schema import AdapterConfig
 from mol.runtime import lifecycle
 from mol.runtime.calls import execute_all
 from mol.runtime.engine import Completion, Delta, ToolCall
+from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.loopio import LoopConfig, LoopHost, LoopOutcome
 from mol.runtime.views import check_steps
 
-__all__ = ["LoopConfig", "LoopHost", "LoopOutcome", "answer_params", "run", "tool_specs"]
+__all__ = ["LoopConfig", "LoopHost", "LoopOutcome", "answer_params", "asked_calls", "run",
+           "tool_specs"]
 
 FIRST_STEP_ONLY = ("tool_choice",)
 """Client parameters for the turn's first model call only: a forced tool choice repeated
@@ -101,17 +104,24 @@ async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
         runtime_calls = [pair for pair, client in zip(calls, to_client, strict=True) if not client]
         client_calls = [pair for pair, client in zip(calls, to_client, strict=True) if client]
         results = await execute_all(cfg, host, runtime_calls, outcome)
-        await host.commit([*pending, message, *results])
+        waiting = bool(client_calls or outcome.asked)  # calls left open: the client answers
+        await host.commit([*pending, message, *results], waiting=waiting)
         view = view + pending + [message, *results]
         pending = []
-        if client_calls:
+        if waiting:
             outcome.client_calls = [
                 {"id": i, "type": "function",
                  "function": {"name": c.name, "arguments": c.arguments}} for i, c in client_calls]
             outcome.stopped = "client_tools"
-            await host.emit(ev.ClientToolsRequested(cfg.adapter, outcome.client_calls,
-                                                   outcome.reasoning))
+            await host.emit(ev.ClientToolsRequested(
+                cfg.adapter, outcome.client_calls, outcome.reasoning, asked_calls(outcome.asked)))
             return outcome
+
+
+def asked_calls(calls: list[ToolCallInfo]) -> list[dict[str, Any]]:
+    """The calls left open for a person's approval, as ``ClientToolsRequested.asked``."""
+    return [{"id": c.call_id, "name": c.name, "arguments": c.arguments, "source": c.source}
+            for c in calls]
 
 
 def _assistant_message(cfg: LoopConfig, completion: Completion,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mol.core import events as ev
-from mol.core.tools import Approval, Tool, ToolContext
+from mol.core.tools import Approval, Later, Tool, ToolContext
 from mol.hcp.schema import AdapterConfig
 from mol.runtime.engine import Engine
 from mol.runtime.hooks import HookSet, ToolCallInfo, ToolHooks
@@ -20,8 +20,12 @@ class LoopOutcome:
 
     answer: str = ""
     stopped: str = ""
-    """Empty for a normal answer; ``max_steps``, ``token_budget`` or ``client_tools``."""
+    """Empty for a normal answer; ``max_steps``, ``token_budget`` or ``client_tools`` (the
+    turn waits for the client: its tools' results, a person's approvals)."""
     client_calls: list[dict[str, Any]] = field(default_factory=list)
+    asked: list[ToolCallInfo] = field(default_factory=list)
+    """Calls of ``ask`` tools left open for a person's answer after the turn, as the person
+    is asked about them."""
     tools_used: list[str] = field(default_factory=list)
     tokens: int = 0
     stop_hook_active: bool = False
@@ -63,12 +67,20 @@ class LoopHost(Protocol):
     async def emit(self, event: ev.Event) -> None:
         """Pass an event of the turn to its observers."""
 
-    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None) -> None:
+    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None,
+                     waiting: bool = False) -> None:
         """Append ``messages`` to the view at a consistent point; ``answer`` is the turn's
-        final answer when these messages end it."""
+        final answer when these messages end it; ``waiting``: they leave calls open, and the
+        turn waits for the client from here on."""
 
-    async def approve(self, call: ToolCallInfo) -> Approval | None:
-        """A person's answer to an ``ask`` tool's call; None when nobody can answer."""
+    async def approve(self, call: ToolCallInfo) -> Approval | Later | None:
+        """A person's answer to an ``ask`` tool's call; None when nobody can answer;
+        ``LATER`` when the person answers after the turn (the call stays open)."""
+
+    async def answered(self, call: ToolCallInfo, answer: Approval,
+                       remembered: bool = False) -> None:
+        """Tell the turn of a person's answer to ``call`` (an ``always`` answer is
+        remembered by the conversation); ``remembered``: the conversation's own answer."""
 
     async def review(self, answer: str) -> str | None:
         """Feedback that sends the answer back for revision (a user message; the answer and

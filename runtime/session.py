@@ -27,18 +27,25 @@ import anyio
 
 from mol.core import events as ev
 from mol.core.errors import ConversationError, EngineAdapterUnavailable
-from mol.core.tools import Approval, Resources, ToolContext, Toolset, ToolWrapper, with_tool
-from mol.runtime import lifecycle, loop, routing
+from mol.core.tools import Approval, Later, Resources, ToolContext, Toolset, ToolWrapper, with_tool
+from mol.runtime import calls, lifecycle, loop, routing
 from mol.runtime.engine import Engine
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.summary import summarize
 from mol.runtime.turn import Checkpoint, Turn, TurnResult
-from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_call_id
+from mol.runtime.views import (
+    Conversation,
+    TurnRecord,
+    adapter_of_call,
+    new_call_id,
+    open_calls,
+)
 
 log = logging.getLogger("mol.harness")
 
-Approver = Callable[[ToolCallInfo], Awaitable[bool | Approval]]
-"""``await approve(call)``: whether a person allows an ``ask`` tool's call."""
+Approver = Callable[[ToolCallInfo], Awaitable[bool | Approval | Later]]
+"""``await approve(call)``: whether a person allows an ``ask`` tool's call; ``LATER`` when
+the person answers after the turn (the turn ends waiting; ``submit_tool_results``)."""
 
 
 class Session:
@@ -148,18 +155,28 @@ class Session:
                 ev.FALLBACK)), retry=False)
 
     async def submit_tool_results(self, results: dict[str, str], *,
+                                  approvals: dict[str, Approval] | None = None,
                                   client_tools: list[dict[str, Any]] | None = None,
                                   stream: bool = False,
                                   params: dict[str, Any] | None = None) -> TurnResult:
-        """Continue a turn waiting on client tools with their results (call id -> content).
-        The results go to the adapter that issued the calls, without routing; other
-        adapters' turns queued for that adapter stay queued for its next user turn."""
+        """Continue a turn waiting on the client with its tools' results (call id ->
+        content) and a person's answers to the calls it left open for approval
+        (``approvals``: call id -> answer, for calls in ``Conversation.asked``; those run
+        now, or are refused). They go to the adapter that issued the calls, without
+        routing; other adapters' turns queued for that adapter stay queued for its next user
+        turn. While calls stay open, the turn goes on waiting for them."""
+        approvals = approvals or {}
+        asked = self.conversation.asked
+        unasked = [c for c in approvals if c not in asked or "ended" in asked[c]]
+        if unasked:
+            raise ConversationError(f"no call waits for a person's answer: {unasked}")
         declared = self.artifact.doc.adapters
-        adapters = {adapter_of_call(call_id, declared) for call_id in results}
+        answered = [*results, *approvals]
+        adapters = {adapter_of_call(call_id, declared) for call_id in answered}
         if None in adapters or len(adapters) != 1:
-            unknown = [c for c in results if adapter_of_call(c, declared) is None]
+            unknown = [c for c in answered if adapter_of_call(c, declared) is None]
             raise ConversationError(f"tool results must answer calls mol issued to one adapter; "
-                                    f"unknown call ids: {unknown or sorted(results)}")
+                                    f"unknown call ids: {unknown or sorted(answered)}")
         adapter = adapters.pop()
         waiting = [t for t in self.conversation.turns if t.status == "waiting"]
         record = waiting[-1] if waiting and waiting[-1].adapter == adapter else TurnRecord(
@@ -175,9 +192,45 @@ class Session:
             ev.PINNED))
         cfg = await self._config(turn, adapter, client_tools, stream, params)
         turn.adapter, turn.opens = adapter, False
-        pending = [{"role": "tool", "tool_call_id": call_id, "content": content}
-                   for call_id, content in results.items()]
+        given = {call_id: await self._resume(turn, cfg, call_id, answer)
+                 for call_id, answer in approvals.items()}
+        given.update(results)
+        waiting = open_calls(self.conversation.view(adapter))
+        order = [c for c in waiting if c in given] + [c for c in given if c not in waiting]
+        pending = [{"role": "tool", "tool_call_id": call_id, "content": given[call_id]}
+                   for call_id in order]
+        left = [c for c in waiting if c not in given]
+        if approvals or left:  # what an allowed tool did is stored before anything else
+            await turn.commit(pending, waiting=bool(left))
+            pending = []
+        if left:  # answers came for some of the calls only: the turn waits for the rest
+            return self._waiting(turn, left)
         return await self._run(turn, cfg, pending)
+
+    async def _resume(self, turn: Turn, cfg: loop.LoopConfig, call_id: str,
+                      answer: Approval) -> str:
+        """The result of the call ``call_id`` a person answered after its turn."""
+        asked = self.conversation.asked[call_id]
+        call = ToolCallInfo(asked["name"], asked["arguments"], call_id, cfg.adapter,
+                            asked.get("source", "builtin"))
+        result = await calls.resume(cfg, turn, call, answer)
+        self.conversation.close_asked(call_id, ("was allowed" if answer.allow else
+                                                "was denied") + (f": {answer.reason}"
+                                                                 if answer.reason else ""))
+        return result.content
+
+    def _waiting(self, turn: Turn, left: list[str]) -> TurnResult:
+        """The turn waits again (stored so by the commit before), for the calls ``left``."""
+        result = turn.result
+        view = self.conversation.view(turn.adapter)
+        message = next(m for m in reversed(view) if m.get("tool_calls"))
+        asked = self.conversation.asked
+        result.client_calls = [c for c in message["tool_calls"]
+                               if c["id"] in left and c["id"] not in asked]
+        result.asked = [{"id": c, **{k: asked[c][k] for k in ("name", "arguments", "source")}}
+                        for c in left if c in asked and "ended" not in asked[c]]
+        result.status, result.stopped = "waiting", "client_tools"
+        return result
 
     async def compact(self, adapter: str | None = None,
                       instructions: str = "") -> list[ev.Compacted]:
@@ -251,6 +304,7 @@ class Session:
         if outcome.stopped == "client_tools":
             record.status, result.status = "waiting", "waiting"
             result.client_calls = outcome.client_calls
+            result.asked = loop.asked_calls(outcome.asked)
             await turn.checkpoint()
             return result
         record.answer = result.answer = outcome.answer

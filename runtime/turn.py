@@ -16,7 +16,7 @@ from inspect import isawaitable
 from typing import Any
 
 from mol.core import events as ev
-from mol.core.tools import Approval
+from mol.core.tools import Approval, Later
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.views import TurnRecord
 
@@ -36,6 +36,8 @@ class TurnResult:
     status: str
     """``complete``, or ``waiting`` for the results of ``client_calls``."""
     client_calls: list[dict[str, Any]] = field(default_factory=list)
+    asked: list[dict[str, Any]] = field(default_factory=list)
+    """Calls waiting for a person's approval (``ClientToolsRequested.asked``)."""
     stopped: str = ""
     events: list[ev.Event] = field(default_factory=list)
     tally: ev.TurnUsage = field(default_factory=ev.TurnUsage)
@@ -91,31 +93,46 @@ class Turn:
 
     # -- the loop's host --------------------------------------------------------------------
 
-    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None) -> None:
-        """Append ``messages`` to the answering adapter's view, then checkpoint."""
+    async def commit(self, messages: list[dict[str, Any]], answer: str | None = None,
+                     waiting: bool = False) -> None:
+        """Append ``messages`` to the answering adapter's view, then checkpoint; ``waiting``:
+        they leave calls open for the client, and the turn waits from this checkpoint on."""
         assert self.record is not None
         self.session.conversation.commit(self.adapter, messages, opened=self.opens)
         self.opens = False
         if answer is not None:
             self.record.answer = answer  # stored with the checkpoint that stores the answer
+        if waiting:  # stored before anyone is told: a wait survives the process
+            self.record.status = "waiting"
         await self.checkpoint()
 
-    async def approve(self, call: ToolCallInfo) -> Approval | None:
+    async def approve(self, call: ToolCallInfo) -> Approval | Later | None:
         """A person's answer for an ``ask`` tool's call (the conversation's remembered one
-        first); None when nobody can answer."""
-        remembered = self.session.conversation.approvals.get(call.name)
+        first); None when nobody can answer; ``LATER`` when the person answers after the
+        turn (the call is remembered as asked, ``Conversation.asked``)."""
+        conversation = self.session.conversation
+        remembered = conversation.approvals.get(call.name)
         if remembered is not None:
             answer = Approval(remembered, always=True)
         elif self.session.approve is None:
             return None
         else:
             given = await self.session.approve(call)
+            if isinstance(given, Later):  # stored with the commit that leaves the call open
+                conversation.ask(call.call_id, call.name, call.arguments, call.source)
+                return given
             answer = given if isinstance(given, Approval) else Approval(bool(given))
-            if answer.always:  # stored with the turn's next checkpoint
-                self.session.conversation.approvals[call.name] = answer.allow
-        await self.emit(ev.Approved(call.name, call.call_id, answer.allow, answer.always,
-                                    remembered is not None, answer.reason))
+        await self.answered(call, answer, remembered is not None)
         return answer
+
+    async def answered(self, call: ToolCallInfo, answer: Approval,
+                       remembered: bool = False) -> None:
+        """Tell the turn's observers of ``answer`` to ``call`` (an ``approval`` event); a
+        person's ``always`` answer is remembered by the conversation."""
+        if answer.always and not remembered:  # stored with the turn's next checkpoint
+            self.session.conversation.approvals[call.name] = answer.allow
+        await self.emit(ev.Approved(call.name, call.call_id, answer.allow, answer.always,
+                                    remembered, answer.reason))
 
     async def review(self, answer: str) -> str | None:
         """The reviewer's feedback on ``answer`` (None: accepted, or no reviewer)."""

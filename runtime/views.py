@@ -12,8 +12,8 @@ prefix cache keeps hitting.
 Every view keeps the tool-call contract of Chat Completions: an assistant
 message with tool calls is followed by exactly its results before anything
 else, and every tool message answers a call still open. Only the end of a view
-may hold calls still open (the client's, while the turn waits for their
-results); a request to the engine never does. ``check_steps`` enforces this
+may hold calls still open (the client's, or an ``ask`` tool's waiting for a person,
+while the turn waits); a request to the engine never does. ``check_steps`` enforces this
 wherever a view is built or extended (``Conversation.seed_view``,
 ``Conversation.commit``), so an invalid view cannot exist.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,11 @@ COMPACTION_HEADER = (
     "the context window. The messages after it go on from there.]"
 )
 """Heads the message that stands for the compacted part of a view (``mol.runtime.compaction``)."""
+
+
+ENDED_KEPT = 64
+"""Answered (or given up on) calls a conversation remembers in ``asked``, so that a late
+answer is told how its call ended."""
 
 
 def new_call_id(adapter: str) -> str:
@@ -192,6 +198,11 @@ class Conversation:
     approvals: dict[str, bool] = field(default_factory=dict)
     """Tool -> the answer a person gave for every call of it in this conversation (allow
     always: True; reject always: False)."""
+    asked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Call id -> a call of an ``ask`` tool left open for a person's answer after its turn
+    (``mol serve``'s clients): ``{name, arguments, source, asked_at}``, the arguments as
+    they will run, ``asked_at`` the wall-clock time it was asked; once answered or given up
+    on, ``{name, ended}`` saying how (``ENDED_KEPT`` of those are kept)."""
 
     revision: int = 0
     """How many times the store saved this conversation (0: never); a save that does not
@@ -280,6 +291,20 @@ class Conversation:
                 self.pending.setdefault(other, []).append(
                     {"adapter": adapter, "user": user, "summary": summary})
 
+    def ask(self, call_id: str, name: str, arguments: dict[str, Any], source: str) -> None:
+        """Leave the call ``call_id`` open for a person's answer after the turn (``asked``)."""
+        self.asked[call_id] = {"name": name, "arguments": arguments, "source": source,
+                               "asked_at": time.time()}
+
+    def close_asked(self, call_id: str, how: str) -> None:
+        """The person's answer to ``call_id`` came, or will not (``how`` says which): keep
+        only its name and ``how``, and only the last ``ENDED_KEPT`` of those."""
+        entry = self.asked.pop(call_id, None) or {}
+        self.asked[call_id] = {"name": entry.get("name", ""), "ended": how}
+        ended = [c for c, e in self.asked.items() if "ended" in e]
+        for old in ended[:-ENDED_KEPT]:
+            del self.asked[old]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form, for the session store."""
         from dataclasses import asdict
@@ -293,5 +318,5 @@ class Conversation:
         return cls(id=data["id"], views=data.get("views", {}), pending=data.get("pending", {}),
                    turns=turns, notes=data.get("notes", {}),
                    compactions=data.get("compactions", {}), measures=data.get("measures", {}),
-                   approvals=data.get("approvals", {}),
+                   approvals=data.get("approvals", {}), asked=data.get("asked", {}),
                    revision=data.get("revision", 0))

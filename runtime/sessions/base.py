@@ -88,6 +88,17 @@ class SessionStore(Protocol):
         """``(session_id, mark)`` for a key, or None."""
         ...
 
+    async def move_marks(self, session_id: str, old: dict[str, Any],
+                         new: dict[str, Any]) -> int:
+        """Every key naming the point ``old`` of the session names ``new`` instead (a turn
+        that waited for a person went on); how many moved."""
+        ...
+
+    async def asking(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per session whose last turn waits: its calls left open for a person's answer
+        (``Conversation.asked``, those not ended), when it has any."""
+        ...
+
     async def get_response(self, response_id: str) -> dict[str, Any] | None:
         """A stored Responses API object, or None."""
         ...

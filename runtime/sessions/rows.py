@@ -38,7 +38,8 @@ def load(db: Any, session_id: str, where: str) -> Conversation:
                         turns=turns, notes=state.get("notes", {}),
                         compactions=state.get("compactions", {}),
                         measures=state.get("measures", {}),
-                        approvals=state.get("approvals", {}), revision=row[1])
+                        approvals=state.get("approvals", {}),
+                        asked=state.get("asked", {}), revision=row[1])
 
 
 def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: TurnLog,
@@ -52,7 +53,8 @@ def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: Tu
     state = json.dumps({"pending": conversation.pending, "notes": conversation.notes,
                         "compactions": conversation.compactions,
                         "measures": conversation.measures,
-                        "approvals": conversation.approvals}, ensure_ascii=False)
+                        "approvals": conversation.approvals,
+                        "asked": conversation.asked}, ensure_ascii=False)
     revision = conversation.revision
     if revision == 0:
         exists = db.execute("SELECT revision FROM sessions WHERE id = ?",
@@ -118,6 +120,31 @@ def put_mark(db: Any, keys: tuple[str, ...], session_id: str, mark: str,
         db.execute("INSERT INTO responses (id, session_id, previous_id, created, body) "
                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                    (keys[0], session_id, response[0], time.time(), response[1]))
+
+
+def move_marks(db: Any, session_id: str, old: dict[str, Any], new: str) -> int:
+    """Rewrite the marks of ``session_id`` naming the point ``old`` to ``new`` (JSON); how
+    many. Marks are compared as data: two processes may order a mark's keys differently."""
+    found = db.execute("SELECT key, mark FROM marks WHERE session_id = ?",
+                       (session_id,)).fetchall()
+    moved = [key for key, mark in found if json.loads(mark) == old]
+    for key in moved:
+        db.execute("UPDATE marks SET mark = ? WHERE key = ?", (new, key))
+    return len(moved)
+
+
+def asking(db: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """Session id -> its calls left open for a person's answer (``Conversation.asked``,
+    those not ended), for the sessions with a waiting turn (their state only is read)."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for session_id, state in db.execute(
+            "SELECT s.id, s.state FROM sessions s WHERE EXISTS (SELECT 1 FROM turns t WHERE "
+            "t.session_id = s.id AND t.status = 'waiting')").fetchall():
+        asked = {call_id: entry for call_id, entry in json.loads(state).get("asked", {}).items()
+                 if "ended" not in entry}
+        if asked:
+            found[session_id] = asked
+    return found
 
 
 def sessions(db: Any, limit: int) -> list[SessionInfo]:

@@ -65,6 +65,8 @@ MIGRATIONS: list[Migration] = [
     """,
     # 4: existing views move into the messages table.
     _views_to_rows,
+    # 5: a session's marks found without a scan (a turn that waited for a person moves them).
+    "CREATE INDEX marks_session ON marks(session_id);",
 ]
 """Ordered schema migrations; never edit one that shipped, append a new one."""
 

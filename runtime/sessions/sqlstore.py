@@ -183,6 +183,16 @@ class SQLStore:
             "SELECT session_id, mark FROM marks WHERE key = ?", (key,)).fetchone())
         return None if row is None else (row[0], json.loads(row[1]))
 
+    async def move_marks(self, session_id: str, old: dict[str, Any],
+                         new: dict[str, Any]) -> int:
+        """Every key naming the point ``old`` of the session names ``new`` instead."""
+        return await self._call(self._tx, rows.move_marks, session_id, old,
+                                json.dumps(new, ensure_ascii=False))
+
+    async def asking(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per waiting session: its calls left open for a person's answer."""
+        return await self._call(self._tx, rows.asking)
+
     async def put_response(self, response_id: str, session_id: str, previous_id: str | None,
                            body: dict[str, Any]) -> None:
         """Store a Responses API object (once: responses are immutable)."""

@@ -9,19 +9,25 @@
   ``metadata``; never a 400.
 - **Input items.** Messages (``user``, ``system``, ``developer``, ``assistant``; content a
   string or text parts), ``function_call`` (merged into the assistant message before it)
-  and ``function_call_output`` (``output`` a string or content parts); ``reasoning`` and
-  the items of hosted tools are skipped (each adapter keeps its own view). Every problem is
-  a 400 naming the field (``input[3].call_id``).
+  and ``function_call_output`` (``output`` a string or content parts); an
+  ``mcp_approval_request`` mol sent is the call it asks about (merged likewise), and an
+  ``mcp_approval_response`` that call's result: the person's decision as JSON
+  (``mol.server.turns.approvals``), ``always`` being mol's own field beside OpenAI's
+  ``approve`` and ``reason``. ``reasoning`` and the items of hosted tools (approval items
+  too, when their ids are not mol's) are skipped (each adapter keeps its own view). Every
+  problem is a 400 naming the field (``input[3].call_id``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
+from mol.runtime import adapter_of_call
 from mol.server.api.messages import MAX_MESSAGES, bounded, normalize, text_of
 from mol.server.http.bodies import field, json_kind
 from mol.server.http.errors import ApiError
@@ -31,9 +37,11 @@ log = logging.getLogger("mol.server")
 SKIPPED_ITEMS = frozenset({
     "reasoning", "web_search_call", "file_search_call", "code_interpreter_call",
     "image_generation_call", "computer_call", "computer_call_output", "mcp_list_tools",
-    "mcp_call", "mcp_approval_request", "mcp_approval_response", "mol.genui"})
+    "mcp_call", "mol.genui"})
 """Input items mol reads past: earlier thoughts, what hosted tools did, mol's own UI items."""
 
+APPROVAL_ITEMS = {"mcp_approval_request": "id", "mcp_approval_response": "approval_request_id"}
+"""The approval items, and the field of each naming the call (a mol call id when mol asked)."""
 PART_TEXT = ("text", "input_text", "output_text")
 
 
@@ -150,12 +158,15 @@ def item_messages(items: list[Any], tools: ClientTools, where: str
         if not isinstance(item, dict):
             raise ApiError(400, f"'{spot}' must be an object", param=spot)
         kind = item.get("type", "message")
+        if kind in APPROVAL_ITEMS and not _ours(item, kind):
+            continue  # a hosted MCP tool's, from another server's conversation
         if kind == "message":
             messages.append(normalize({"role": item.get("role"),
                                        "content": _content(item.get("content"), spot)}, spot))
             fields.append(spot)
-        elif kind == "function_call":
-            call = _call(item, spot, tools)
+        elif kind in ("function_call", "mcp_approval_request"):
+            call = (_call(item, spot, tools) if kind == "function_call"
+                    else _approval_call(item, spot))
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
@@ -168,10 +179,15 @@ def item_messages(items: list[Any], tools: ClientTools, where: str
                              "tool_call_id": field(item, "call_id", str, required=True,
                                                    where=f"{spot}.")})
             fields.append(f"{spot}.call_id")
+        elif kind == "mcp_approval_response":
+            messages.append({"role": "tool", "content": approval_decision(item, spot),
+                             "tool_call_id": field(item, "approval_request_id", str,
+                                                   required=True, where=f"{spot}.")})
+            fields.append(f"{spot}.approval_request_id")
         elif kind not in SKIPPED_ITEMS:
             raise ApiError(400, f"'{spot}.type' {kind!r} is not supported; use message, "
-                           "function_call, function_call_output or reasoning",
-                           param=f"{spot}.type")
+                           "function_call, function_call_output, mcp_approval_response or "
+                           "reasoning", param=f"{spot}.type")
     return messages, fields
 
 
@@ -192,6 +208,32 @@ def _call(item: dict[str, Any], where: str, tools: ClientTools) -> dict[str, Any
             "function": {"name": tools.flat(namespace, name),
                          "arguments": field(item, "arguments", str, default="",
                                             where=f"{where}.")}}
+
+
+def _ours(item: dict[str, Any], kind: str) -> bool:
+    """Whether an approval item is about a call mol issued (its id says so)."""
+    call_id = item.get(APPROVAL_ITEMS[kind])
+    return not isinstance(call_id, str) or adapter_of_call(call_id) is not None
+
+
+def _approval_call(item: dict[str, Any], where: str) -> dict[str, Any]:
+    """The call an ``mcp_approval_request`` asks about, as the assistant made it."""
+    return {"id": field(item, "id", str, required=True, where=f"{where}."), "type": "function",
+            "function": {"name": field(item, "name", str, required=True, where=f"{where}."),
+                         "arguments": field(item, "arguments", str, default="",
+                                            where=f"{where}.")}}
+
+
+def approval_decision(item: dict[str, Any], where: str) -> str:
+    """An ``mcp_approval_response``'s decision as the JSON the turn room reads (the one a
+    ``mol_approval`` result carries): ``approve``, and ``reason`` and ``always`` when
+    given."""
+    decision = {"approve": field(item, "approve", bool, required=True, where=f"{where}.")}
+    for name, kind in (("reason", str), ("always", bool)):
+        value = field(item, name, kind, where=f"{where}.")
+        if value is not None:
+            decision[name] = value
+    return json.dumps(decision, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def tool_output(output: Any, where: str) -> str:
@@ -227,7 +269,7 @@ def input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
             if isinstance(item.get("content"), str):
                 item["content"] = [{"type": part, "text": item["content"]}]
             item.setdefault("status", "completed")
-        prefix = {"message": "msg", "function_call": "fc",
-                  "function_call_output": "fco"}.get(kind, "item")
+        prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco",
+                  "mcp_approval_response": "mcpr"}.get(kind, "item")
         item.setdefault("id", f"{prefix}_{secrets.token_hex(12)}")
     return items

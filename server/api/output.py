@@ -1,6 +1,7 @@
 """The output items of one streamed Responses reply as they open, grow and close, each
 change an event: reasoning items (one per run of reasoning), compaction items, the message,
-then the client's function calls (``ResponseReply`` renders each item)."""
+then the client's function calls and the approval requests (``ResponseReply`` renders each
+item)."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ class OutputStream:
                             output_index=index, content_index=0, part=part),
                 reply.event("response.output_item.done", output_index=index, item=done)]
         calls = outcome.calls if isinstance(outcome, ev.ClientToolsRequested) else []
-        for item in [] if calls else reply.genui_items():
+        for item in reply.genui_items() if isinstance(outcome, ev.Answered) else []:
             index, added = self._open(item)
             pieces += [added, reply.event("response.output_item.done", output_index=index,
                                           item=item)]
@@ -122,4 +123,9 @@ class OutputStream:
                             output_index=index, arguments=done["arguments"],
                             name=done["name"]),
                 reply.event("response.output_item.done", output_index=index, item=done)]
+        for asked in outcome.asked if isinstance(outcome, ev.ClientToolsRequested) else []:
+            item = reply.approval_item(asked)
+            index, added = self._open(item)
+            pieces += [added, reply.event("response.output_item.done", output_index=index,
+                                          item=item)]
         return pieces

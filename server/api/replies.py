@@ -4,8 +4,10 @@ A ``Reply`` reads the events of one ``Job`` (``mol.server.turns.runner``)
 and hands its subclass (a chat completion, a Responses object) exactly what it
 renders: ``ReasoningDelta``, ``TextDelta`` and ``ToolCallDelta`` while
 streaming, then one outcome: ``Answered``, ``ClientToolsRequested`` or an
-``ApiError``. On the way it keeps what both APIs report: the usage (with the
-engine's cached prompt tokens) and which adapter answered and how it was
+``ApiError`` (an API without approval items of its own gets the approvals a turn
+waits for as calls of the client's ``mol_approval`` tool,
+``mol.server.turns.approvals``). On the way it keeps what both APIs report: the usage
+(with the engine's cached prompt tokens) and which adapter answered and how it was
 chosen (``RouteDecided``), which reach the client as the ``x-mol-adapter`` and
 ``x-mol-route`` headers and the body's ``metadata``. ``respond`` is the tail
 both routes share: wait for the first item, answer an error at once, else a
@@ -21,6 +23,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -30,6 +33,7 @@ from mol.core.errors import TurnCancelled
 from mol.runtime import TurnResult
 from mol.server.api.messages import fingerprint
 from mol.server.http.errors import ApiError, api_error
+from mol.server.turns.approvals import as_calls
 from mol.server.turns.jobs import Job, KeepAlive
 
 log = logging.getLogger("mol.server")
@@ -55,6 +59,9 @@ class Reply:
     shows_compaction = False
     """Compactions during the turn are items this API shows (the Responses ``compaction``
     item), passed on as they happen."""
+    renders_approvals = False
+    """Approval requests are items this API shows (the Responses ``mcp_approval_request``);
+    else they reach the client as ``mol_approval`` calls."""
 
     def __init__(self, model: str, job: Job) -> None:
         self.model, self.job = model, job
@@ -97,7 +104,8 @@ class Reply:
                 return
             if isinstance(item, TurnResult):  # the turn ended without its outcome event
                 self.usage = self.job.usage or item.tally
-                yield (ev.ClientToolsRequested(item.adapter, item.client_calls, item.reasoning)
+                yield (self._asking(ev.ClientToolsRequested(
+                    item.adapter, item.client_calls, item.reasoning, item.asked))
                        if item.status == "waiting" else
                        ev.Answered(item.adapter, item.answer, item.stopped, item.reasoning))
                 return
@@ -113,7 +121,7 @@ class Reply:
                     yield item
             elif isinstance(item, ev.Answered | ev.ClientToolsRequested):
                 self.usage = self.job.usage or self.usage
-                yield item
+                yield item if isinstance(item, ev.Answered) else self._asking(item)
                 return
 
     async def events(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
@@ -133,6 +141,13 @@ class Reply:
     def pieces(self, first: Item, rest: AsyncIterator[Item]) -> AsyncIterator[bytes]:
         """The pieces of the streamed reply, from the first item to the outcome."""
         raise NotImplementedError
+
+    def _asking(self, outcome: ev.ClientToolsRequested) -> ev.ClientToolsRequested:
+        """``outcome`` as this API renders it: its approvals as ``mol_approval`` calls after
+        the client's own, unless the API has items for them."""
+        if self.renders_approvals or not outcome.asked:
+            return outcome
+        return replace(outcome, calls=[*outcome.calls, *as_calls(outcome.asked)], asked=[])
 
 
 class TranscriptReply(Reply):

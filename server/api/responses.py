@@ -6,11 +6,13 @@ conversation went on from a later response). A request without it whose input
 replays a stored conversation (as the OpenAI Agents SDK does, resending every
 item) continues it too: a stored response is also named by a fingerprint of
 the transcript it ends (``instructions``, the input, its output). ``store:
-false`` responses are neither kept nor chainable. ``instructions`` open a conversation (a system
-message after the adapter's own prompt, so that prompt stays byte-stable); on a
-chained request they are recorded in the response but the conversation keeps
-its opening instructions: changing them mid-conversation would break the
-adapters' prefix caches.
+false`` responses are neither kept nor chainable. A call of an ``ask`` tool ends the
+response with an ``mcp_approval_request`` item; the client answers it with an
+``mcp_approval_response`` input item (``mol.server.turns.approvals``). ``instructions``
+open a conversation (a system message after the adapter's own prompt, so that prompt
+stays byte-stable); on a chained request they are recorded in the response but the
+conversation keeps its opening instructions: changing them mid-conversation would break
+the adapters' prefix caches.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from mol.server.api.replies import Item, Outcome, Reply, respond
 from mol.server.http.bodies import field, read_json
 from mol.server.http.errors import ApiError, api_error
 from mol.server.http.sse import KEEPALIVE_COMMENT, sse
+from mol.server.turns.approvals import request_fields
 from mol.server.turns.jobs import Job, KeepAlive, TurnRequest
 
 INPUT_KEY = "mol_input_items"
@@ -99,6 +102,8 @@ def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False,
     # Unchained, the input replays the conversation so far: its transcript names the point.
     key = None if follows is not None else chained if chained is not None else (
         fingerprint(seed, "resp") if history else None)
+    answers = {item.get("approval_request_id") for item in body.get("input") or []
+               if isinstance(item, dict) and item.get("type") == "mcp_approval_response"}
     turn = TurnRequest(text=text, tool_results=results, result_fields=named, where="input",
                        key=key, key_required=follows is None and chained is not None,
                        seed=seed, follows=follows,
@@ -106,7 +111,8 @@ def turn_request(body: dict[str, Any], state: Any, *, compact: bool = False,
                        adapter=adapter, client_tools=tools.tools, stream=stream,
                        persist=store or compact, params=responses_params(body),
                        handle="resp_" + secrets.token_hex(16), compact=compact,
-                       compact_at=threshold(body))
+                       compact_at=threshold(body), approve="items",
+                       approval_answers={a for a in answers if isinstance(a, str)})
     transcript = None if chained is not None else [*opening, *messages]
     return turn, {"tools": tools, "transcript": transcript}
 
@@ -153,6 +159,7 @@ class ResponseReply(Reply):
     noun = "response"
     renders_cancelled = True
     shows_compaction = True
+    renders_approvals = True
 
     def __init__(self, body: dict[str, Any], job: Job, response_id: str,
                  tools: ClientTools, transcript: list[dict[str, Any]] | None,
@@ -205,6 +212,12 @@ class ResponseReply(Reply):
                 "arguments": function["arguments"] if arguments is None else arguments,
                 "status": status}
 
+    @staticmethod
+    def approval_item(asked: dict[str, Any]) -> dict[str, Any]:
+        """An ``mcp_approval_request`` output item: a call of an ``ask`` tool waiting for a
+        person's approval (its id is the call's)."""
+        return {"type": "mcp_approval_request", "id": asked["id"], **request_fields(asked)}
+
     async def finish_response(self, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The completed object, stored (and its point named, by its id and by the
         transcript it ends) unless ``store`` is false."""
@@ -228,7 +241,8 @@ class ResponseReply(Reply):
             output.append(self.reasoning_item("rs_" + secrets.token_hex(12), outcome.reasoning))
         if isinstance(outcome, ev.ClientToolsRequested):
             return await self.finish_response([*output,
-                                               *(self.call_item(c) for c in outcome.calls)])
+                                               *(self.call_item(c) for c in outcome.calls),
+                                               *map(self.approval_item, outcome.asked)])
         return await self.finish_response([*output, self.message_item(outcome.text),
                                            *self.genui_items()])
 

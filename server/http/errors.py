@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from mol.core.errors import (
     AnswerEnded,
+    ApprovalEnded,
     ContextTooLong,
     ConversationError,
     EngineAdapterUnavailable,
@@ -107,7 +108,8 @@ def api_error(exc: BaseException, where: str | None = None) -> ApiError:
         return exc
     message = str(exc)
     if isinstance(exc, AnswerEnded):
-        return ApiError(409, message, param=exc.field, code="elicitation_ended")
+        code = "approval_ended" if isinstance(exc, ApprovalEnded) else "elicitation_ended"
+        return ApiError(409, message, param=exc.field, code=code)
     if isinstance(exc, ContextTooLong):
         return ApiError(400, message, param=exc.field or where, code="context_length_exceeded")
     if isinstance(exc, ConversationError):

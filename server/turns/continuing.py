@@ -6,9 +6,11 @@ the transcript it resends). The point's conversation is held (``Leases``), then 
 again: once the lock is ours, a turn that named the point before finishing has written
 its final mark. A point followed only by interrupted turns continues in place; an older
 one forks (``mol.server.turns.marks``). Tool results must answer exactly the calls the
-waiting turn left open (``mol.server.turns.seeding``). A request that ``follows`` a job
+waiting turn left open (``mol.server.turns.seeding``), and the approvals it waits for take
+only their answers (``mol.server.turns.approvals``). A request that ``follows`` a job
 continues where that job's turn ended, in memory: a response its client's connection kept
-without storing it.
+without storing it. A request that ``expire``s a conversation's approvals continues that
+conversation in place.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from mol.core.errors import SessionNotFound
 from mol.runtime import Conversation, Runtime, SessionStore, TurnLog
+from mol.server.turns.approvals import Approvals
 from mol.server.turns.elicitation import Elicitations
 from mol.server.turns.jobs import Job, TurnRequest
 from mol.server.turns.leases import Leases
@@ -28,15 +31,18 @@ class Continuing:
     """Finds and holds the conversation each request continues."""
 
     def __init__(self, runtime: Runtime, store: SessionStore, leases: Leases,
-                 elicitations: Elicitations) -> None:
+                 elicitations: Elicitations, approvals: Approvals) -> None:
         self.runtime, self.store = runtime, store
-        self.leases, self.elicitations = leases, elicitations
+        self.leases, self.elicitations, self.approvals = leases, elicitations, approvals
 
     async def conversation(self, request: TurnRequest, held: list[str]) -> Conversation:
         """The conversation ``request`` continues (in place or forked), or a new one; the
         ids it holds are added to ``held`` (the caller gives them back)."""
         if request.follows is not None:
             return await self._follow(request, request.follows, held)
+        if request.expire is not None:
+            await self._acquire(request.expire, held)
+            return await self.store.load(request.expire)
         if request.key is not None:
             found = await self.store.get_mark(request.key)
             if found is not None:
@@ -52,6 +58,7 @@ class Continuing:
         await self._acquire(conversation.id, held)
         if request.seed:
             await self._seed(conversation, request)
+            self.approvals.check(conversation, request)  # mol asked nothing in it
             if request.persist:
                 await self.store.save(conversation, None, TurnLog(self.runtime.artifact.digest))
         elif request.tool_results is not None:
@@ -62,10 +69,10 @@ class Continuing:
                         held: list[str]) -> Conversation:
         conversation = await self.store.load(session_id)
         if continues_in_place(conversation, mark):
-            _check_results(conversation, request)
+            self._check(conversation, request)
             return conversation
         branch = fork(conversation, mark)
-        _check_results(branch, request)
+        self._check(branch, request)
         await self._acquire(branch.id, held)
         if request.persist:
             await self.store.save(branch, None, TurnLog(self.runtime.artifact.digest),
@@ -83,10 +90,10 @@ class Continuing:
             raise SessionNotFound("the response to continue did not complete",
                                   field="previous_response_id")
         if not request.persist and continues_in_place(base, job.mark):
-            _check_results(base, request)
+            self._check(base, request)
             return base
         branch = fork(base, job.mark)
-        _check_results(branch, request)
+        self._check(branch, request)
         await self._acquire(branch.id, held)
         if request.persist:
             await self.store.save(branch, None, TurnLog(self.runtime.artifact.digest))
@@ -115,8 +122,10 @@ class Continuing:
         await self.leases.take(session_id)
         held.append(session_id)
 
-
-def _check_results(conversation: Conversation, request: TurnRequest) -> None:
-    if request.tool_results is not None:
-        check_results(waiting_calls(conversation), request.tool_results,
-                      request.result_fields, request.where)
+    def _check(self, conversation: Conversation, request: TurnRequest) -> None:
+        """Whether ``request`` may go on with ``conversation``: the approvals it waits for
+        (``Approvals.check``), then the tool results against its open calls."""
+        self.approvals.check(conversation, request)
+        if request.tool_results is not None:
+            check_results(waiting_calls(conversation), request.tool_results,
+                          request.result_fields, request.where)

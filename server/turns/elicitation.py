@@ -56,14 +56,6 @@ WAIT = 300.0
 ENDED = 4096
 """Elicitations remembered after they ended, so a late answer gets a clear 409."""
 
-def opted_in(tools: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, bool]:
-    """The client's tools without ``TOOL``, and whether the client declared it."""
-    if not tools:
-        return tools, False
-    kept = [t for t in tools if (t.get("function") or {}).get("name") != TOOL]
-    return kept, len(kept) != len(tools)
-
-
 @dataclass(eq=False)
 class Pending:
     """One elicitation waiting for the client's answer."""
@@ -152,7 +144,7 @@ class Elicitations:
                                     "alone", field=where)
         pending = self.pending[call_id]
         answer = parse_answer(request.tool_results[call_id],  # type: ignore[index]
-                              pending.params, _content_field(where))
+                              pending.params, request.content_field(call_id))
         return pending, answer
 
     def check_free(self, session_id: str) -> None:
@@ -231,10 +223,3 @@ def parse_answer(text: str, params: dict[str, Any], where: str) -> dict[str, Any
                                 f"{exc}", field=where) from None
     return {"action": "accept", "content": content}
 
-
-def _content_field(where: str) -> str:
-    """The field holding a result's content, from the one holding its call id."""
-    base, _, name = where.rpartition(".")
-    if name == "call_id":
-        return f"{base}.output"
-    return f"{base}.content" if name == "tool_call_id" else where

@@ -14,9 +14,11 @@ from typing import Any
 import anyio
 
 from mol.core import events as ev
+from mol.core.tools import Approval
 from mol.runtime import Conversation, TurnResult
 
-__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Flight", "Job", "JobItem", "KeepAlive", "TurnRequest"]
+__all__ = ["DELIVERY_WAIT", "KEEPALIVE", "Flight", "Job", "JobItem", "KeepAlive", "TurnRequest",
+           "opted_in"]
 
 
 @dataclass
@@ -50,6 +52,18 @@ class TurnRequest:
     elicit: bool = False
     """The client declared the ``mcp_elicitation`` tool: MCP servers' requests for input
     reach it (``mol.server.turns.elicitation``)."""
+    approve: str = ""
+    """How the client answers calls of ``ask`` tools (``mol.server.turns.approvals``):
+    ``items`` (the Responses API's approval items), ``tool`` (it declared the
+    ``mol_approval`` tool), or nobody (empty: such calls are refused)."""
+    approval_answers: set[str] = field(default_factory=set)
+    """Call ids the request answers with approval items (``mcp_approval_response``): each
+    must answer an approval request."""
+    approvals: dict[str, Approval] = field(default_factory=dict)
+    """The person's answers among ``tool_results``, once the turn room read them."""
+    expire: str | None = None
+    """Deny what this stored conversation's waiting approvals got no answer to in time
+    (a turn the runner starts itself, with no client)."""
     compact: bool = False
     """Compact the conversation's views instead of running a turn."""
     compact_at: int | None = None
@@ -58,6 +72,26 @@ class TurnRequest:
     follows: Job | None = None
     """Continue where this job's turn ended instead of from a stored point: a response its
     client's connection keeps in memory only (``store: false`` on a WebSocket)."""
+
+    def content_field(self, call_id: str) -> str:
+        """The request field holding the content of the result for ``call_id``
+        (``input[2].output``, ``messages[3].content``), for errors about it."""
+        where = self.result_fields.get(call_id, self.where)
+        base, _, name = where.rpartition(".")
+        if name == "call_id":
+            return f"{base}.output"
+        return f"{base}.content" if name == "tool_call_id" else where
+
+
+def opted_in(tools: list[dict[str, Any]] | None, names: tuple[str, ...]
+             ) -> tuple[list[dict[str, Any]] | None, set[str]]:
+    """The client's tools without the function tools ``names`` a client declares to opt in
+    to a request of mol's (``mcp_elicitation``, ``mol_approval``), and which it declared:
+    the model never sees those."""
+    if not tools:
+        return tools, set()
+    declared = {(t.get("function") or {}).get("name") for t in tools} & set(names)
+    return [t for t in tools if (t.get("function") or {}).get("name") not in names], declared
 
 
 class KeepAlive:
@@ -96,6 +130,9 @@ class Flight:
     """The turn's last route decision (told again to the job it goes on in)."""
     asking: anyio.Lock = field(default_factory=anyio.Lock)
     """Held while the turn asks its client for input (one request for input at a time)."""
+    resumed_from: dict[str, Any] | None = None
+    """The point where the turn waited for a person's approvals, when it went on from there:
+    the names of that point name the turn's end (``mol.server.turns.marks.Names.settle``)."""
 
 
 @dataclass(eq=False)

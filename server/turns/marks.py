@@ -59,7 +59,8 @@ def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
                    for a, done in conversation.compactions.items() if counts.get(a)}
     return Conversation(id="conv_" + secrets.token_hex(8), views=views,
                         pending=copy.deepcopy(mark["pending"]), turns=turns,
-                        compactions=compactions, approvals=dict(conversation.approvals))
+                        compactions=compactions, approvals=dict(conversation.approvals),
+                        asked=copy.deepcopy(conversation.asked))
 
 
 UNANSWERED = "[no result: the client went on without returning this tool call's result]"
@@ -117,15 +118,20 @@ class Names:
         if job is not None and key in job.keys:
             job.keys.remove(key)
 
-    async def settle(self, jobs: list[Job], conversation: Conversation) -> None:
+    async def settle(self, jobs: list[Job], conversation: Conversation,
+                     resumed_from: dict[str, Any] | None = None) -> None:
         """The turn of ``jobs`` (a chain) ended: every key they named now names the
-        conversation's final point."""
+        conversation's final point; with ``resumed_from`` (the point where the turn waited
+        for a person's approvals), so does every key naming that point: the response that
+        asked, as the first job of an elicitation's chain."""
         mark = mark_of(conversation)
         for each in jobs:  # the requests the turn answered, in order
             each.mark = mark
             for key in list(each.keys):
                 if key in each.keys:  # not forgotten meanwhile
                     await self.store.put_mark(key, conversation.id, mark)
+        if resumed_from is not None and jobs[0].request.persist:
+            await self.store.move_marks(conversation.id, resumed_from, mark)
 
     def drop(self, jobs: list[Job]) -> None:
         """The turn of ``jobs`` is over: their keys need no rewriting any more."""

@@ -22,7 +22,10 @@ A turn whose MCP server elicits input from a client that opted in
 (``mol.server.turns.elicitation``) ends its reply with that request and waits,
 holding its lease but no slot; the request answering it becomes the next job of
 the turn (``Job.chain``): the rest of the turn's events, its outcome and its
-marks go to the jobs of the chain.
+marks go to the jobs of the chain. A call of an ``ask`` tool whose client answers
+approvals (``mol.server.turns.approvals``) ends the turn itself, stored and waiting; the
+request answering it continues the conversation from the store like any tool results, and
+what nobody answers in time is denied by a turn the runner starts itself (``_expire``).
 
 Each turn is a runtime ``Session`` on the stored conversation; the runner is one of its
 observers (``_forward`` passes the events to the job the turn answers now), the metrics
@@ -51,7 +54,7 @@ from mol.core.errors import (
     TurnDeadline,
     TurnError,
 )
-from mol.core.tools import Resources
+from mol.core.tools import LATER, Later, Resources
 from mol.runtime import (
     LEASE_SEC,
     Conversation,
@@ -61,12 +64,13 @@ from mol.runtime import (
     SessionStore,
     TurnResult,
 )
+from mol.server.turns import approvals, elicitation
 from mol.server.turns.admission import Admission
 from mol.server.turns.continuing import Continuing
-from mol.server.turns.elicitation import WAIT, Elicitations, opted_in
-from mol.server.turns.jobs import Flight, Job, JobItem, TurnRequest
+from mol.server.turns.elicitation import WAIT, Elicitations
+from mol.server.turns.jobs import Flight, Job, JobItem, TurnRequest, opted_in
 from mol.server.turns.leases import Leases
-from mol.server.turns.marks import Names, abandon_waiting
+from mol.server.turns.marks import Names, abandon_waiting, mark_of
 
 log = logging.getLogger("mol.server")
 
@@ -148,13 +152,18 @@ class Runner:
         """Conversations' sandboxes kept open between turns."""
         self.elicitations = Elicitations(self._hand_over, elicit_wait)
         """Turns suspended on an MCP server's request for input, waiting for their client."""
-        self.continuing = Continuing(runtime, store, self.leases, self.elicitations)
+        self.approvals = approvals.Approvals(runtime.artifact.doc, self._expire)
+        """Stored turns waiting for a person's approvals: checks and timeouts."""
+        self.continuing = Continuing(runtime, store, self.leases, self.elicitations,
+                                     self.approvals)
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.resources.aclose)  # after the turns ended
             self._group = await stack.enter_async_context(anyio.create_task_group())
             self._group.start_soon(self.leases.renew_forever)
+            self._group.start_soon(self.approvals.run, self._group)
+            self._group.start_soon(self._waits_stored)
             self._stack = stack.pop_all()
         return self
 
@@ -174,7 +183,11 @@ class Runner:
         the line is full or the wait runs out. A request answering a suspended elicitation
         goes on with that turn (``mol.server.turns.elicitation``)."""
         if request.client_tools:
-            request.client_tools, request.elicit = opted_in(request.client_tools)
+            request.client_tools, declared = opted_in(request.client_tools,
+                                                      (elicitation.TOOL, approvals.TOOL))
+            request.elicit = elicitation.TOOL in declared
+            if approvals.TOOL in declared:
+                request.approve = request.approve or "tool"
         answering = self.elicitations.claim(request) if request.tool_results else None
         await self.admission.enter()
         send, receive = anyio.create_memory_object_stream[JobItem](math.inf)
@@ -230,7 +243,12 @@ class Runner:
                 conversation = await self.continuing.conversation(job.request, held)
                 flight.session_id, flight.conversation = conversation.id, conversation
                 result = await self._turn(conversation, job)
-                await self.names.settle(job.chain(), conversation)
+                await self.names.settle(job.chain(), conversation, flight.resumed_from)
+                waits = approvals.waiting(conversation)
+                if not waits:
+                    self.approvals.disarm(conversation.id)
+                elif job.request.persist:
+                    self.approvals.arm(conversation.id, waits)
             job.current().put(TurnCancelled("the response was cancelled before it completed")
                               if flight.scope.cancelled_caught else result)
         except TimeoutError:
@@ -277,9 +295,17 @@ class Runner:
             if request.compact:
                 await session.compact()
                 return TurnResult(adapter="", answer="", status="compacted")
-            if request.tool_results is not None:
+            answers = (request.approvals if request.expire is None
+                       else self.approvals.expired(conversation))
+            if answers:  # the names of the point it waited at move to where it ends
+                job.flight.resumed_from = mark_of(conversation)
+            elif request.expire is not None:
+                return TurnResult(adapter="", answer="", status="unchanged")
+            if request.tool_results is not None or answers:
+                results = {c: text for c, text in (request.tool_results or {}).items()
+                           if c not in answers}
                 return await session.submit_tool_results(
-                    request.tool_results, client_tools=request.client_tools,
+                    results, approvals=answers, client_tools=request.client_tools,
                     stream=request.stream, params=request.params)
             assert request.text is not None
             abandoned = abandon_waiting(conversation)
@@ -300,6 +326,35 @@ class Runner:
             conversation, checkpoint=recorder.checkpoint if job.request.persist else None,
             resources=resources, started=bool(conversation.turns),
             elicit=partial(self.elicitations.ask, job), observers=observers,
-            compact_at=job.request.compact_at)
+            compact_at=job.request.compact_at,
+            approve=_later if job.request.approve else None)
         session.observers.append(job.observe)
         return session
+
+    # -- approvals nobody answered ----------------------------------------------------------
+
+    async def _expire(self, session_id: str) -> None:
+        """Deny the approvals of ``session_id`` whose wait ended, in a turn without a
+        client: the adapter reads the refusals and goes on (its reply goes nowhere; the
+        conversation keeps it)."""
+        job = await self.start(TurnRequest(expire=session_id))
+        job.delivered.set()  # nobody reads it: the turn's end waits for nothing
+        async for item in job.outcomes():
+            if isinstance(item, Exception):
+                raise item
+
+    async def _waits_stored(self) -> None:
+        """At start: a timer for every wait the store holds (asked before a restart, or by
+        another replica)."""
+        try:
+            found = await self.store.asking()
+        except SessionError as exc:
+            log.warning("could not read the approvals waiting in the store: %s", exc)
+            return
+        for session_id, asked in found.items():
+            self.approvals.arm(session_id, asked)
+
+
+async def _later(call: Any) -> Later:
+    """The approver of a turn whose client answers approvals: after the turn."""
+    return LATER

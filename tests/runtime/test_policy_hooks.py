@@ -243,3 +243,88 @@ async def test_never_refuses_with_the_reason_and_without_asking_again(hcp):
     assert asked == ["risky"]
     assert "did not approve it: not on a Friday" in refused[0].content
     assert all(r.is_error for r in refused)
+
+
+async def test_an_approver_answering_later_leaves_the_call_open_until_the_answer(hcp):
+    """``LATER``: the turn ends waiting with the call open and remembered as asked; the
+    answer resumes it on the adapter that issued the call (the tool runs, or the adapter
+    reads the refusal with its reason); the approval is told either way."""
+    from mol.core.tools import LATER, Approval
+
+    async def later(call):
+        return LATER
+
+    stored: list[str] = []  # the turn's status at each checkpoint
+    announced: list[str] = []  # the last stored status when the wait was told
+
+    async def checkpoint(conversation, record, turn, durable=True):
+        stored.append(record.status if record is not None else "")
+
+    def observe(event):
+        if event.type == "client_tool_calls":
+            announced.append(stored[-1])
+
+    for answer, read in [(Approval(True), "risky ran"),
+                         (Approval(False, reason="not today"),
+                          "Error: risky was not run: the user did not approve it: not today.")]:
+        async with ScriptedEngine.serve(script_calling("risky", "{}")) as engine, \
+                session(hcp, engine, approve=later, checkpoint=checkpoint,
+                        observers=[observe]) as s:
+            waiting = await s.turn("do it")
+            assert announced[-1] == "waiting"  # stored so before anyone is told of it
+            assert (waiting.status, waiting.client_calls) == ("waiting", [])
+            [asked] = waiting.asked
+            assert (asked["name"], asked["arguments"], asked["source"]) == (
+                "risky", {}, "plugin:toy")
+            assert asked["id"].startswith("call_L2_")
+            assert not [e for e in waiting.events if e.type in ("tool_result", "approval")]
+            assert s.conversation.asked[asked["id"]]["name"] == "risky"
+            assert s.conversation.view("L2")[-1]["tool_calls"][0]["id"] == asked["id"]
+            done = await s.submit_tool_results({}, approvals={asked["id"]: answer})
+            assert (done.status, done.answer) == ("complete", "done")
+            [result] = [e for e in done.events if e.type == "tool_result"]
+            assert result.content == read and result.is_error is not answer.allow
+            [told] = [e for e in done.events if e.type == "approval"]
+            assert (told.call_id, told.allow, told.reason) == (asked["id"], answer.allow,
+                                                               answer.reason)
+            assert s.conversation.asked[asked["id"]] == {
+                "name": "risky", "ended": "was allowed" if answer.allow else
+                "was denied: not today"}
+            assert bodies(engine, "L2")[-1]["messages"][-1]["content"] == read
+
+
+async def test_answers_for_some_calls_only_leave_the_turn_waiting_for_the_rest(hcp):
+    """A reply calling an ``ask`` tool and a client tool: the person's answer alone runs
+    the tool (its result stored at once) and the turn goes on waiting for the client's."""
+    from mol.core.errors import ConversationError
+    from mol.core.tools import LATER, Approval
+
+    async def later(call):
+        return LATER
+
+    client_tool = {"type": "function", "function": {"name": "lookup",
+                                                    "parameters": {"type": "object"}}}
+    script = """
+[[L0]]
+constrained = true
+reply = "L2"
+[[L2]]
+tool_calls = [{ name = "risky", arguments = {} }, { name = "lookup", arguments = {} }]
+[[L2]]
+reply = "done"
+""" + SUMMARY
+    async with ScriptedEngine.serve(script) as engine, \
+            session(hcp, engine, approve=later) as s:
+        first = await s.turn("do it", client_tools=[client_tool])
+        [asked], [call] = first.asked, first.client_calls
+        second = await s.submit_tool_results({}, approvals={asked["id"]: Approval(True)})
+        assert (second.status, second.asked) == ("waiting", [])
+        assert [c["id"] for c in second.client_calls] == [call["id"]]
+        assert s.conversation.view("L2")[-1] == {"role": "tool", "tool_call_id": asked["id"],
+                                                 "content": "risky ran"}
+        with pytest.raises(ConversationError, match="no call waits for a person's answer"):
+            await s.submit_tool_results({}, approvals={asked["id"]: Approval(True)})
+        third = await s.submit_tool_results({call["id"]: "found"})
+        assert (third.status, third.answer) == ("complete", "done")
+    [last] = bodies(engine, "L2")[-1:]
+    assert [m.get("content") for m in last["messages"][-2:]] == ["risky ran", "found"]

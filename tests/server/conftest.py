@@ -110,6 +110,7 @@ class Served:
     def __init__(self, url: str, key: str, store: Path, server: Any) -> None:
         self.url, self.key, self.store, self.server = url, key, store, server
         self._client: Any = None
+        self._clients: list[Any] = []
 
     def client(self) -> Any:
         """The sync openai client (one per server, closed with it)."""
@@ -119,9 +120,22 @@ class Served:
             self._client = openai.OpenAI(base_url=self.url, api_key=self.key, max_retries=0)
         return self._client
 
+    def anthropic(self, **options: Any) -> Any:
+        """A sync anthropic client of this server (closed with it: a client left to the
+        garbage collector may have its pooled sockets finalized first, an unclosed-socket
+        warning in whichever test happens to be running)."""
+        import anthropic
+
+        options.setdefault("api_key", self.key)
+        client = anthropic.Anthropic(base_url=self.url.removesuffix("/v1"), max_retries=0,
+                                     **options)
+        self._clients.append(client)
+        return client
+
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        for client in [self._client, *self._clients]:
+            if client is not None:
+                client.close()
 
     def async_client(self, **kwargs: Any) -> Any:
         import openai
@@ -257,6 +271,52 @@ def settled_turns(store, pattern: str, count: int, timeout: float = 30) -> list[
         if time.monotonic() > deadline:
             return rows
         time.sleep(0.05)
+
+
+def tool_results(engine: Any, adapter: str = "L1") -> list[str]:
+    """The tool results ``adapter`` read (the last message of its requests to the scripted
+    engine, when a tool's), in order."""
+    return [r["body"]["messages"][-1]["content"] for r in engine.requests_for(adapter)
+            if r["body"]["messages"][-1]["role"] == "tool"]
+
+
+def turn_events(store: Path, user_text: str) -> list[dict[str, Any]]:
+    """The recorded events of the one turn whose user text is ``user_text``, once settled."""
+    settled_turns(store, user_text, 1)
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        [(events,)] = db.execute("SELECT events FROM turns WHERE user_text = ?",
+                                 (user_text,)).fetchall()
+    return json.loads(events)
+
+
+def chat_tool_call(client: Any, text: str, tool: dict[str, Any], stream: bool = False
+                   ) -> tuple[list[dict[str, Any]], str, str, str]:
+    """A chat completion of the user message ``text`` (``tool`` declared) that ends with one
+    tool call: the history after it, and the call's id, name and arguments (streamed: put
+    together from its chunks)."""
+    messages = [{"role": "user", "content": text}]
+    if not stream:
+        reply = client.chat.completions.create(model="mol", messages=messages, tools=[tool])
+        assert reply.choices[0].finish_reason == "tool_calls"
+        [call] = reply.choices[0].message.tool_calls
+        message = reply.choices[0].message.model_dump(exclude_none=True)
+        return [*messages, message], call.id, call.function.name, call.function.arguments
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    for chunk in client.chat.completions.create(model="mol", messages=messages, tools=[tool],
+                                                stream=True):
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            call = calls.setdefault(delta.index, {"arguments": ""})
+            call["id"] = delta.id or call.get("id", "")
+            call["name"] = delta.function.name or call.get("name", "")
+            call["arguments"] += delta.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls"
+    [call] = calls.values()
+    message = {"role": "assistant", "content": None, "tool_calls": [{
+        "id": call["id"], "type": "function",
+        "function": {"name": call["name"], "arguments": call["arguments"]}}]}
+    return [*messages, message], call["id"], call["name"], call["arguments"]
 
 
 def sdk_stream_event(data: dict[str, Any]) -> str:

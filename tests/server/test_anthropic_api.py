@@ -86,10 +86,6 @@ def served(tmp_path_factory):
         yield server
 
 
-def client_of(served, **options) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=served.url.removesuffix("/v1"), api_key=served.key,
-                               max_retries=0, **options)
-
 
 def post(served, body, path="/messages", **headers):
     return httpx.post(served.url + path, json=body, timeout=30,
@@ -128,7 +124,7 @@ def test_a_message_parses_with_the_sdk_and_carries_signed_thinking(served):
 
 
 def test_the_sdk_sends_thinking_back_and_the_conversation_goes_on(served):
-    client = client_of(served)
+    client = served.anthropic()
     messages = [{"role": "user", "content": "hello, first"}]
     first = client.messages.create(model="mol", max_tokens=200, messages=messages)
     assert first.content[0].type == "thinking"
@@ -151,7 +147,7 @@ def test_the_sdk_sends_thinking_back_and_the_conversation_goes_on(served):
 
 
 def test_thinking_disabled_switches_the_engine_off_and_sends_no_thinking(served):
-    reply = client_of(served).messages.create(
+    reply = served.anthropic().messages.create(
         model="mol", max_tokens=200, thinking={"type": "disabled"},
         messages=[{"role": "user", "content": "hello without thinking"}])
     assert [block.type for block in reply.content] == ["text"]
@@ -181,7 +177,7 @@ def test_a_stream_is_the_exact_event_sequence_and_the_sdk_accumulates_it(served)
     assert [d["index"] for n, d in events if n == "content_block_start"] == [0, 1]
     delta = next(d for n, d in events if n == "message_delta")
     assert delta["delta"]["stop_reason"] == "end_turn" and delta["usage"]["output_tokens"] > 0
-    with client_of(served).messages.stream(
+    with served.anthropic().messages.stream(
             model="mol", max_tokens=200,
             messages=[{"role": "user", "content": "hi, stream helper"}]) as stream:
         final = stream.get_final_message()
@@ -190,7 +186,7 @@ def test_a_stream_is_the_exact_event_sequence_and_the_sdk_accumulates_it(served)
 
 
 def test_a_tool_round_trip_lands_on_the_issuing_adapter(served):
-    client = client_of(served)
+    client = served.anthropic()
     messages = [{"role": "user", "content": "what is the weather?"}]
     first = client.messages.create(model="mol", max_tokens=200, tools=[WEATHER],
                                    messages=messages)
@@ -223,7 +219,7 @@ def test_a_streamed_tool_call_and_its_result_in_blocks(served):
     assert json.loads(partial) == {"city": "Paris"}
     assert next(d for n, d in events if n == "message_delta")["delta"]["stop_reason"] == \
         "tool_use"
-    reply = client_of(served).messages.create(model="mol", max_tokens=200, tools=[WEATHER], messages=[
+    reply = served.anthropic().messages.create(model="mol", max_tokens=200, tools=[WEATHER], messages=[
         {"role": "user", "content": "weather, streamed"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": call_id,
                                            "name": "get_weather", "input": {"city": "Paris"}}]},
@@ -246,7 +242,7 @@ def test_an_error_after_the_stream_started_is_an_error_event(served):
 
 
 def test_stop_sequences_and_the_token_budget_end_the_answer(served):
-    client = client_of(served)
+    client = served.anthropic()
     stopped = client.messages.create(model="mol", max_tokens=200, stop_sequences=["STOP"],
                                      messages=[{"role": "user", "content": "stop here"}])
     assert (stopped.stop_reason, stopped.stop_sequence) == ("stop_sequence", "STOP")
@@ -286,7 +282,7 @@ def test_tool_choice_and_server_tools(served):
 def test_count_tokens_is_the_engines_count(served):
     tools = [WEATHER]
     messages = [{"role": "user", "content": "how long is this?"}]
-    counted = client_of(served).messages.count_tokens(
+    counted = served.anthropic().messages.count_tokens(
         model="mol", system="Be brief.", messages=messages, tools=tools)
     assert isinstance(counted, MessageTokensCount)
     chat = {"messages": [{"role": "system", "content": "Be brief."}, *messages],
@@ -298,13 +294,13 @@ def test_count_tokens_is_the_engines_count(served):
 
 def test_count_tokens_estimates_without_the_engines_tokenizer(tmp_path):
     with serve_app(tmp_path, "http://127.0.0.1:9/v1") as server:
-        counted = client_of(server).messages.count_tokens(
+        counted = server.anthropic().messages.count_tokens(
             model="mol", messages=[{"role": "user", "content": "x" * 400}])
     assert 100 <= counted.input_tokens <= 115
 
 
 def test_models_in_the_anthropic_shape_and_claude_codes_names(served):
-    client = client_of(served)
+    client = served.anthropic()
     assert [m.id for m in client.models.list()] == ["mol", "L0", "L1", "L2", "L3"]
     assert client.models.retrieve("L2").display_name == "L2"
     raw = post(served, {"model": "claude-opus-4-5-20251101", "max_tokens": 50,

@@ -68,11 +68,6 @@ def served(tmp_path_factory, engine):
         yield server
 
 
-def client_of(served, **options) -> anthropic.Anthropic:
-    options.setdefault("api_key", served.key)
-    return anthropic.Anthropic(base_url=served.url.removesuffix("/v1"), max_retries=0,
-                               **options)
-
 
 def error_of(caught) -> dict:
     """The error body the SDK raised, checked against the SDK's ``ErrorResponse``."""
@@ -82,11 +77,11 @@ def error_of(caught) -> dict:
 
 def test_a_wrong_key_is_an_authentication_error_and_either_header_works(served):
     with pytest.raises(anthropic.AuthenticationError) as caught:
-        client_of(served, api_key="sk-wrong").messages.create(
+        served.anthropic(api_key="sk-wrong").messages.create(
             model="mol", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert error_of(caught)["type"] == "authentication_error"
     assert caught.value.response.headers["www-authenticate"] == "Bearer"
-    bearer = client_of(served, api_key=None, auth_token=served.key).messages.create(
+    bearer = served.anthropic(api_key=None, auth_token=served.key).messages.create(
         model="mol", max_tokens=10, messages=[{"role": "user", "content": "hi by bearer"}])
     assert bearer.content[0].text == "Hello there."
     # Before any routing too, and on paths that do not exist.
@@ -96,7 +91,7 @@ def test_a_wrong_key_is_an_authentication_error_and_either_header_works(served):
 
 def test_an_unknown_model_and_path_are_not_found_errors(served):
     with pytest.raises(anthropic.NotFoundError) as caught:
-        client_of(served).messages.create(model="gpt-4", max_tokens=10,
+        served.anthropic().messages.create(model="gpt-4", max_tokens=10,
                                           messages=[{"role": "user", "content": "hi"}])
     error = error_of(caught)
     assert error["type"] == "not_found_error" and "'gpt-4'" in error["message"]
@@ -134,7 +129,7 @@ def test_a_bad_body_is_an_invalid_request_error_naming_the_field(served, body, n
 
 
 def test_tool_results_must_answer_the_waiting_turns_calls(served):
-    client = client_of(served)
+    client = served.anthropic()
     messages = [{"role": "user", "content": "weather in two cities"}]
     first = client.messages.create(model="mol", max_tokens=50, tools=[WEATHER],
                                    messages=messages)
@@ -171,12 +166,12 @@ def test_tool_results_must_answer_the_waiting_turns_calls(served):
 
 def test_a_server_out_of_turn_slots_is_overloaded(tmp_path, engine):
     with serve_app(tmp_path, engine.base_url, max_turns=1, queue=0) as server:
-        slow = threading.Thread(target=lambda: client_of(server).messages.create(
+        slow = threading.Thread(target=lambda: server.anthropic().messages.create(
             model="L0", max_tokens=10, messages=[{"role": "user", "content": "slowly now"}]))
         slow.start()
         time.sleep(1)
         with pytest.raises(anthropic.APIStatusError) as caught:
-            client_of(server).messages.create(model="mol", max_tokens=10,
+            server.anthropic().messages.create(model="mol", max_tokens=10,
                                               messages=[{"role": "user", "content": "hi"}])
         slow.join()
     assert caught.value.status_code == 529

@@ -6,9 +6,7 @@ scripted engine's next request shows), with the official ``openai`` client."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -18,7 +16,15 @@ import pytest
 
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import HCP, serve_app, settled_turns, transcript_problems
+from .conftest import (
+    HCP,
+    chat_tool_call,
+    serve_app,
+    settled_turns,
+    tool_results,
+    transcript_problems,
+    turn_events,
+)
 
 MCP_SERVER = Path(__file__).parents[1] / "runtime" / "mcp" / "servers" / "scripted_server.py"
 
@@ -88,20 +94,6 @@ def served(tmp_path_factory):
         yield server
 
 
-def tool_results(engine) -> list[str]:
-    """The tool results L1 read, in order."""
-    return [r["body"]["messages"][-1]["content"] for r in engine.requests_for("L1")
-            if r["body"]["messages"][-1]["role"] == "tool"]
-
-
-def stored_events(store, user_text: str) -> list[tuple]:
-    """The recorded events of the turns whose user text is ``user_text``, once settled."""
-    settled_turns(store, user_text, 1)
-    with contextlib.closing(sqlite3.connect(store)) as db:
-        return db.execute("SELECT events FROM turns WHERE user_text = ?",
-                          (user_text,)).fetchall()
-
-
 def check_form_call(call_id: str, name: str, arguments: str) -> None:
     assert name == "mcp_elicitation"
     assert call_id.startswith("call_L1_")
@@ -114,28 +106,7 @@ def check_form_call(call_id: str, name: str, arguments: str) -> None:
 
 def chat_ask(client, text: str = "form please", stream: bool = False):
     """The history after the first reply, and its one ``mcp_elicitation`` call."""
-    messages = [{"role": "user", "content": text}]
-    if not stream:
-        reply = client.chat.completions.create(model="mol", messages=messages,
-                                               tools=[CHAT_TOOL])
-        assert reply.choices[0].finish_reason == "tool_calls"
-        [call] = reply.choices[0].message.tool_calls
-        message = reply.choices[0].message.model_dump(exclude_none=True)
-        return [*messages, message], call.id, call.function.name, call.function.arguments
-    parts: dict[str, str] = {"arguments": ""}
-    finish = None
-    for chunk in client.chat.completions.create(model="mol", messages=messages,
-                                                tools=[CHAT_TOOL], stream=True):
-        for delta in chunk.choices[0].delta.tool_calls or []:
-            parts["id"] = delta.id or parts.get("id")
-            parts["name"] = delta.function.name or parts.get("name")
-            parts["arguments"] += delta.function.arguments or ""
-        finish = chunk.choices[0].finish_reason or finish
-    assert finish == "tool_calls"
-    message = {"role": "assistant", "content": None, "tool_calls": [{
-        "id": parts["id"], "type": "function",
-        "function": {"name": parts["name"], "arguments": parts["arguments"]}}]}
-    return [*messages, message], parts["id"], parts["name"], parts["arguments"]
+    return chat_tool_call(client, text, CHAT_TOOL, stream)
 
 
 def chat_answer(client, history, call_id: str, answer: str, stream: bool = False):
@@ -166,8 +137,8 @@ def test_chat_completions_client_answers_the_form(served, stream, answer_stream)
     # The MCP tool got the client's content, with the schema's default filled in.
     assert tool_results(served.engine)[-1] == "accept: {'name': 'Ada', 'color': 'blue'}"
     # The turn's log tells of it (not of the content: that stays with the server).
-    [(events,)] = stored_events(served.store, f"form please ({stream}, {answer_stream})")
-    [elicited] = [e for e in json.loads(events) if e["type"] == "elicitation"]
+    events = turn_events(served.store, f"form please ({stream}, {answer_stream})")
+    [elicited] = [e for e in events if e["type"] == "elicitation"]
     assert (elicited["server"], elicited["mode"], elicited["action"]) == ("s", "form",
                                                                           "accept")
     # The reply continues the conversation as any other: the next turn extends its view.

@@ -257,6 +257,35 @@ async def test_a_stored_response_is_never_replaced(store_url):
         assert (await store.get_mark("resp_1"))[1] == {"turns": 2}  # marks do move
 
 
+async def test_a_waiting_turns_asked_calls_are_found_and_its_marks_move_with_it(store_url):
+    """What a restarted server reads of the waits (``asking``: the calls still open for a
+    person, of the sessions whose turn waits), and the marks of a point moved as data
+    (another process may have written a mark's keys in another order)."""
+    waiting = conversation_with(1)
+    waiting.turns[0].status = "waiting"
+    waiting.ask("call_L2_aa", "risky", {"x": 1}, "plugin:toy")
+    waiting.ask("call_L2_bb", "risky", {}, "mcp:s")
+    waiting.close_asked("call_L2_bb", "was allowed")
+    done = conversation_with(1)
+    done.id = "conv_done"
+    done.ask("call_L2_cc", "risky", {}, "builtin")  # its turn does not wait
+    async with open_store(store_url) as store:
+        await store.save(waiting, None)
+        await store.save(done, None)
+        asking = await store.asking()
+        assert list(asking) == ["conv_test"]
+        assert list(asking["conv_test"]) == ["call_L2_aa"]
+        assert asking["conv_test"]["call_L2_aa"]["arguments"] == {"x": 1}
+        assert (await store.load("conv_test")).asked == waiting.asked
+        point = {"lengths": {"L2": 2, "L0": 0}, "turns": 1}
+        await store.put_mark("resp_a", "conv_test", point)
+        await store.put_mark("chat:a", "conv_test", {"turns": 1, "lengths": {"L0": 0, "L2": 2}})
+        await store.put_mark("resp_b", "conv_test", {"turns": 0, "lengths": {}})
+        assert await store.move_marks("conv_test", point, {"turns": 2}) == 2
+        assert [(await store.get_mark(k))[1] for k in ("resp_a", "chat:a", "resp_b")] == [
+            {"turns": 2}, {"turns": 2}, {"turns": 0, "lengths": {}}]
+
+
 async def test_replicas_racing_for_one_lease_get_exactly_one_winner(postgres_url):
     stores = [open_store(postgres_url) for _ in range(4)]
     outcomes: list[str] = []
