@@ -45,7 +45,7 @@ def checked_adapter(artifact: Any, adapter: str) -> str:
     """``adapter`` when the HCP declares it; ``EvalError`` listing those it does."""
     names = sorted(artifact.doc.adapters)
     if adapter not in names:
-        raise EvalError(f"--adapter {adapter}: not an adapter of the run's HCP "
+        raise EvalError(f"--adapter {adapter}: not an adapter of the HCP "
                         f"({', '.join(names)})")
     return adapter
 

@@ -157,7 +157,7 @@ def test_bad_export_input_gets_precise_errors(scripted_run: Path, tmp_path: Path
         tmp_path / "none", "--format", "atif", "--out", tmp_path / "a")
     assert f"{tmp_path}: not an eval run" in error(tmp_path, "--format", "atif", "--out",
                                                    tmp_path / "a")
-    assert "--adapter L9: not an adapter of the run's HCP (L0, L1, L2, L3)" in error(
+    assert "--adapter L9: not an adapter of the HCP (L0, L1, L2, L3)" in error(
         scripted_run, "--format", "sft", "--adapter", "L9", "--out", tmp_path / "x.jsonl")
     assert "--format sft needs --adapter NAME" in error(scripted_run, "--format", "sft",
                                                        "--out", tmp_path / "x.jsonl")
