@@ -236,9 +236,10 @@ def export(args: argparse.Namespace) -> int:
     if args.format == "atif":
         from mol.eval.exports.atif import export_atif
 
-        if args.adapter or args.passed_only or args.min_reward is not None:
-            raise UsageError("--adapter, --passed-only and --min-reward are options of "
-                             "--format sft")
+        if args.adapter or args.passed_only or args.min_reward is not None or (
+                args.keep_prefixes):
+            raise UsageError("--adapter, --passed-only, --min-reward and --keep-prefixes are "
+                             "options of --format sft")
         source = read_run(args.run)
         written = export_atif(source, args.out)
         skipped = f" ({len(source.unrecorded)} without a trajectory left out)" if (

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from mol.eval.exports import examples as ex
 from mol.eval.exports.sft import checked_adapter
 from mol.eval.exports.source import out_file
@@ -51,11 +53,14 @@ async def export_session(store: Any, session_id: str, artifact: Any, adapter: st
         tools = await runtime.tools_for(adapter)
     specs = [tools[name].spec() for name in sorted(tools)] or None
     engine = LiteLLMEngine.from_artifact(artifact)
-    found = []
-    for number, messages in enumerate(view_steps(conversation, adapter), start=1):
-        body = engine.wire_body(adapter, messages, tools=specs)
-        found.append(ex.Example(body["messages"], body.get("tools"), {
-            "kind": "answer", "session": session_id, "step": number}))
+
+    def shaped() -> list[ex.Example]:  # blocking: litellm loads, then shapes each step
+        return [ex.Example(body["messages"], body.get("tools"),
+                           {"kind": "answer", "session": session_id, "step": number})
+                for number, messages in enumerate(view_steps(conversation, adapter), start=1)
+                for body in [engine.wire_body(adapter, messages, tools=specs)]]
+
+    found = await anyio.to_thread.run_sync(shaped)
     source = {"kind": "session", "store": store.location, "session": session_id,
               "hcp_name": artifact.name, "hcp_digest": artifact.digest}
     return ex.write(out, found, adapter=adapter, source=source, filters={"dedup": dedup},

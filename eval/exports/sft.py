@@ -113,13 +113,14 @@ def episode_examples(engine: Any, episode: Episode, trajectory: Trajectory, adap
 
 def _example(engine: Any, request: dict[str, Any], reply: dict[str, Any],
              facts: dict[str, Any]) -> ex.Example:
-    messages = list(request["messages"])
+    # The role first, as mol makes messages (a trajectory stores keys sorted).
+    messages = [{"role": m.get("role"), **m} for m in request["messages"]]
     if messages and messages[-1].get("role") == "assistant" and facts["kind"] == "route":
         # A prefill layout: the engine continued the assistant message it was given.
         messages[-1] = {**messages[-1], "content": (messages[-1].get("content") or "")
                         + reply["content"]}
     else:
-        messages.append(reply)
+        messages.append({"role": reply.get("role"), **reply})
     body = engine.wire_body(request["adapter"], messages, tools=request.get("tools"),
                             params=request.get("params"), choices=request.get("choices"),
                             extra=request.get("extra"))

@@ -17,8 +17,6 @@ from mol.runtime.testing import ScriptedEngine
 
 from .conftest import L1_TASKS, SCRIPTED_OUTCOMES, mol, mol_json, trajectory_model
 
-pytestmark = pytest.mark.docker
-
 
 def canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
@@ -34,6 +32,7 @@ def test_the_atif_version_is_the_newest_harbor_validates() -> None:
     assert ATIF_VERSION == field.default == typing.get_args(field.annotation)[-1]
 
 
+@pytest.mark.docker
 @pytest.mark.harbor
 @pytest.mark.parametrize("which", ["oracle_run", "scripted_run"])
 def test_every_episode_exported_as_atif_validates_with_harbors_model(
@@ -80,6 +79,7 @@ def test_every_episode_exported_as_atif_validates_with_harbors_model(
         assert data["final_metrics"]["total_prompt_tokens"] == rows[task]["tokens"]["prompt"]
 
 
+@pytest.mark.docker
 def test_sft_examples_are_the_request_bodies_the_engine_logged(
         scripted_run: Path, engine: ScriptedEngine, tmp_path: Path,
         capsys: pytest.CaptureFixture) -> None:
@@ -106,6 +106,7 @@ def test_sft_examples_are_the_request_bodies_the_engine_logged(
     assert manifest["sha256"] == "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
 
 
+@pytest.mark.docker
 def test_sft_keeps_every_step_with_keep_prefixes_and_filters_by_outcome(
         scripted_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     every = tmp_path / "every.jsonl"
@@ -130,6 +131,7 @@ def test_sft_keeps_every_step_with_keep_prefixes_and_filters_by_outcome(
     assert {e["mol"]["task"] for e in lines(rewarded)} == kept
 
 
+@pytest.mark.docker
 def test_router_examples_carry_the_scripted_labels(scripted_run: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "l0.jsonl"
@@ -146,6 +148,7 @@ def test_router_examples_carry_the_scripted_labels(scripted_run: Path, tmp_path:
         assert "<untrusted_turn>" in example["messages"][-2]["content"]
 
 
+@pytest.mark.docker
 def test_bad_export_input_gets_precise_errors(scripted_run: Path, tmp_path: Path,
                                               capsys: pytest.CaptureFixture) -> None:
     def error(*argv: Any) -> str:
@@ -171,6 +174,7 @@ def test_bad_export_input_gets_precise_errors(scripted_run: Path, tmp_path: Path
     assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "a").exists()
 
 
+@pytest.mark.docker
 def test_show_json_lists_every_episode_under_results(scripted_run: Path,
                                                      capsys: pytest.CaptureFixture) -> None:
     data = mol_json(capsys, "eval", "show", scripted_run)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from mol.cli.main import main
+from mol.eval.exports.sessions import view_steps
+from mol.runtime import Conversation
 from mol.runtime.testing import ScriptedEngine
 
 HCP = """\
@@ -90,3 +92,17 @@ def test_exporting_an_unknown_session_or_adapter_says_which(
                  "--out", str(tmp_path / "x.jsonl")]) != 0
     assert "nobody" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_steps_after_a_compaction_are_what_the_engine_saw_then() -> None:
+    conversation = Conversation()
+    view = conversation.view("L2")
+    view += [{"role": "system", "content": "You code."},
+             {"role": "user", "content": "one"}, {"role": "assistant", "content": "1"},
+             {"role": "user", "content": "two"}, {"role": "assistant", "content": "2"}]
+    conversation.compact("L2", 3, "they counted")
+    view += [{"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]
+    steps = view_steps(conversation, "L2")
+    assert steps[:2] == [view[:3], view[:5]]  # before the compaction: the view itself
+    assert steps[2][0] == view[0] and "they counted" in steps[2][1]["content"]
+    assert steps[2][2:] == view[3:]
