@@ -94,7 +94,7 @@ def _configure_export(sub: Any) -> None:
                        "chat-format JSONL for training --adapter, one example per answer "
                        "step from its own view as the engine received it (and route "
                        "examples for the router adapter), with a manifest beside it "
-                       "(FILE.manifest.json). See docs/eval.md, Exports.")
+                       "(data.jsonl -> data.manifest.json). See docs/eval.md, Exports.")
     p.add_argument("run", type=Path, help="the run folder")
     p.add_argument("--format", required=True, choices=("atif", "sft"), help="what to write")
     p.add_argument("--out", type=Path, required=True, metavar="PATH",

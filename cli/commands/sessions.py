@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter", required=True, metavar="NAME",
                    help="the adapter whose data it is")
     p.add_argument("--out", required=True, type=Path, metavar="FILE", help="the JSONL file "
-                   "(its manifest goes beside it: FILE.manifest.json)")
+                   "(its manifest goes beside it: data.jsonl -> data.manifest.json)")
     p.add_argument("--keep-prefixes", action="store_true", help="keep examples whose messages "
                    "are a prefix of another's (by default they are left out)")
     p.set_defaults(func=export_session)

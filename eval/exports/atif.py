@@ -177,7 +177,7 @@ class _Builder:
 
     def _sandbox(self, record: dict[str, Any]) -> None:
         step = self.current
-        if not step["extra"]["mol"].get("hop") == "sandbox":
+        if step["extra"]["mol"].get("hop") != "sandbox":
             step = {"source": "agent" if self.oracle else "system", "message": "",
                     "extra": {"mol": {"hop": "sandbox", "operations": []}}}
             if self.oracle:
