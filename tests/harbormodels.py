@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -37,12 +39,23 @@ def trajectory_model() -> Any:
     """Harbor's ``Trajectory`` pydantic model (importing ``harbor.models.trajectories``)."""
     if "harbor.models.trajectories" not in sys.modules:
         root = cache() / f"models-{VERSION}"
-        if not (root / MODELS / "__init__.py").is_file():
-            with zipfile.ZipFile(wheel()) as archive:
-                for name in archive.namelist():
-                    if name.startswith(MODELS) and name.endswith(".py"):
-                        archive.extract(name, root)
-            for package in ("harbor", "harbor/models"):
-                (root / package / "__init__.py").touch()
+        if not root.is_dir():
+            _unpack(root)
         sys.path.insert(0, str(root))
     return importlib.import_module("harbor.models.trajectories").Trajectory
+
+
+def _unpack(root: Path) -> None:
+    """Unpack the models into a folder of its own, then rename it to ``root``: test workers
+    unpacking at once never import a half-written package."""
+    folder = Path(tempfile.mkdtemp(prefix="models-", dir=root.parent))
+    with zipfile.ZipFile(wheel()) as archive:
+        for name in archive.namelist():
+            if name.startswith(MODELS) and name.endswith(".py"):
+                archive.extract(name, folder)
+    for package in ("harbor", "harbor/models"):
+        (folder / package / "__init__.py").touch()
+    try:
+        folder.rename(root)
+    except OSError:  # another worker's is there already
+        shutil.rmtree(folder)
