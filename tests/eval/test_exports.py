@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from mol.eval.exports.atif import ATIF_VERSION
+from mol.eval.exports.atif import ATIF_VERSION, to_atif
+from mol.eval.store import Episode
+from mol.eval.trajectories.format import FORMAT, Trajectory
 from mol.runtime.testing import ScriptedEngine
 
 from .conftest import L1_TASKS, SCRIPTED_OUTCOMES, mol, mol_json, trajectory_model
@@ -187,3 +189,36 @@ def test_show_json_lists_every_episode_under_results(scripted_run: Path,
         assert row["placement"] == "local" and row["trajectory"].endswith(".jsonl")
         assert (row["reward"], row["error"] == "") == ((1.0, True) if row["outcome"] == "pass"
                                                        else (0.0, False))
+
+
+@pytest.mark.harbor
+def test_an_episode_that_ended_in_an_engine_error_still_validates() -> None:
+    call = "call_L2_000000000000000000000001"
+    records = [
+        {"kind": "episode", "format": FORMAT, "task": "t", "epoch": 1, "agent": "mol",
+         "instruction": "do it", "mol_version": "0"},
+        {"kind": "event", "event": {"type": "route", "adapter": "L2", "raw": "",
+                                    "fallback": False, "reason": "", "route": "pinned"}},
+        {"kind": "engine", "purpose": "answer", "request": {"adapter": "L2", "messages": []},
+         "reply": {"content": "", "finish_reason": "tool_calls", "reasoning": "hmm",
+                   "tool_calls": [], "usage": {"prompt_tokens": 9}}},
+        {"kind": "event", "event": {"type": "tool_call", "adapter": "L2", "call_id": call,
+                                    "name": "terminal", "arguments": "{not json"}},
+        {"kind": "event", "event": {"type": "tool_result", "adapter": "L2", "call_id": call,
+                                    "name": "terminal", "content": "bad arguments",
+                                    "is_error": True}},
+        {"kind": "engine", "purpose": "answer", "request": {"adapter": "L2", "messages": []},
+         "error": {"type": "EngineError", "message": "down"}},
+        {"kind": "event", "event": {"type": "error", "where": "engine", "message": "down"}},
+        {"kind": "result", "outcome": "error", "reward": None, "tokens": {}},
+    ]
+    episode = Episode("t", 1, "sha256:t", "sha256:h", "mol", adapter="L2", outcome="error",
+                      reason="engine", error="down")
+    data = to_atif(episode, Trajectory(records), {"L2": "lora-2"})
+    trajectory_model().model_validate(data)
+    first, failed = data["steps"][1], data["steps"][2]
+    assert first["model_name"] == "lora-2" and first["reasoning_content"] == "hmm"
+    assert first["tool_calls"][0]["extra"] == {"arguments_text": "{not json"}
+    assert first["observation"]["results"][0]["extra"]["is_error"] is True
+    assert failed["extra"]["mol"]["error"]["message"] == "down" and "metrics" not in failed
+    assert data["steps"][0]["extra"]["mol"]["events"][0]["route"] == "pinned"
