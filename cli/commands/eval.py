@@ -64,6 +64,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=show)
 
+    _configure_export(sub)
+
     p = sub.add_parser("compare", help="two runs side by side, with a sign test")
     p.add_argument("run_a", type=Path, help="the first (baseline) run folder")
     p.add_argument("run_b", type=Path, help="the second run folder")
@@ -82,6 +84,35 @@ def _configure_affected(sub: Any) -> None:
     p.add_argument("--patch", type=Path, required=True, help="a JSON file holding the patch")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=affected)
+
+
+def _configure_export(sub: Any) -> None:
+    p = sub.add_parser("export", help="a run's episodes as ATIF trajectories, or one "
+                       "adapter's training data (chat JSONL)",
+                       description="--format atif: one ATIF trajectory (.json, Harbor's "
+                       "format) per recorded episode into the folder --out. --format sft: "
+                       "chat-format JSONL for training --adapter, one example per answer "
+                       "step from its own view as the engine received it (and route "
+                       "examples for the router adapter), with a manifest beside it "
+                       "(data.jsonl -> data.manifest.json). See docs/eval.md, Exports.")
+    p.add_argument("run", type=Path, help="the run folder")
+    p.add_argument("--format", required=True, choices=("atif", "sft"), help="what to write")
+    p.add_argument("--out", type=Path, required=True, metavar="PATH",
+                   help="atif: a folder (made when missing); sft: the JSONL file")
+    add_sft_arguments(p)
+    p.set_defaults(func=export)
+
+
+def add_sft_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of training-data exports (``mol eval export``, ``mol sessions export``)."""
+    p.add_argument("--adapter", metavar="NAME", help="sft: the adapter whose data it is "
+                   "(required for sft)")
+    p.add_argument("--passed-only", action="store_true",
+                   help="sft: only episodes that passed")
+    p.add_argument("--min-reward", type=float, metavar="R",
+                   help="sft: only episodes with a reward of at least R")
+    p.add_argument("--keep-prefixes", action="store_true", help="sft: keep examples whose "
+                   "messages are a prefix of another's (by default they are left out)")
 
 
 def _add_ray(p: argparse.ArgumentParser) -> None:
@@ -194,6 +225,36 @@ def show(args: argparse.Namespace) -> int:
         _print_json(public(data))
     else:
         print(show_text(data))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """Write a run's ATIF trajectories or one adapter's training data; one line saying what."""
+    from mol.core.errors import UsageError
+    from mol.eval.exports.source import read_run
+
+    if args.format == "atif":
+        from mol.eval.exports.atif import export_atif
+
+        if args.adapter or args.passed_only or args.min_reward is not None or (
+                args.keep_prefixes):
+            raise UsageError("--adapter, --passed-only, --min-reward and --keep-prefixes are "
+                             "options of --format sft")
+        source = read_run(args.run)
+        written = export_atif(source, args.out)
+        skipped = f" ({len(source.unrecorded)} without a trajectory left out)" if (
+            source.unrecorded) else ""
+        print(f"wrote {len(written)} ATIF trajectories to {args.out}{skipped}")
+        return 0
+    from mol.eval.exports.examples import manifest_path
+    from mol.eval.exports.sft import Filters, export_sft
+
+    if not args.adapter:
+        raise UsageError("--format sft needs --adapter NAME (the adapter whose data it is)")
+    manifest = export_sft(read_run(args.run), args.adapter, args.out, Filters(
+        args.passed_only, args.min_reward, not args.keep_prefixes))
+    print(f"wrote {manifest['examples']} examples for {args.adapter} to {args.out} "
+          f"(manifest {manifest_path(args.out)})")
     return 0
 
 

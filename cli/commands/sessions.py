@@ -1,11 +1,13 @@
 """``mol sessions list``, ``mol sessions show ID``: what the client never sees; ``mol sessions
-compact ID``: compact a stored session's views now."""
+compact ID``: compact a stored session's views now; ``mol sessions export ID``: one
+adapter's training data from a stored session."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from pathlib import Path
 
 from mol.cli.commands.common import add_hcp_argument, open_store
 
@@ -32,6 +34,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-url", metavar="URL",
                    help="the engine (default: $MOL_ENGINE_URL, else the artifact's)")
     p.set_defaults(func=compact_session)
+    p = sub.add_parser("export", help="one adapter's answer steps in a stored session as "
+                       "chat-format JSONL for training, with a manifest (see docs/sessions.md)")
+    add_hcp_argument(p, help="the artifact the session runs on (its store, the adapter's "
+                     "tools, the engine's request shape; default: $MOL_HCP)")
+    p.add_argument("--store", help="the store: sqlite:///PATH or a path "
+                   "(default: $MOL_SESSION_STORE, else the artifact's)")
+    p.add_argument("session", help="the session id (see 'mol sessions list')")
+    p.add_argument("--adapter", required=True, metavar="NAME",
+                   help="the adapter whose data it is")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE", help="the JSONL file "
+                   "(its manifest goes beside it: data.jsonl -> data.manifest.json)")
+    p.add_argument("--keep-prefixes", action="store_true", help="keep examples whose messages "
+                   "are a prefix of another's (by default they are left out)")
+    p.set_defaults(func=export_session)
 
 
 def _store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,4 +133,23 @@ async def compact_session(args: argparse.Namespace) -> int:
               f"{event.kept} messages kept, written by {event.writer} ({event.compaction})")
     if not done:
         print("nothing to compact: every view is short, or a PreCompact hook kept it")
+    return 0
+
+
+async def export_session(args: argparse.Namespace) -> int:
+    """Write the adapter's examples from the stored session; one line saying what."""
+    from mol.cli.commands.common import load_artifact
+    from mol.core.errors import UsageError
+    from mol.eval.exports.examples import manifest_path
+    from mol.eval.exports.sessions import export_session as export
+
+    if args.hcp is None:
+        raise UsageError("mol sessions export needs the artifact the session runs on: "
+                         "pass --hcp FILE or set MOL_HCP")
+    artifact = load_artifact(args.hcp)
+    async with open_store(args) as store:
+        manifest = await export(store, args.session, artifact, args.adapter, args.out,
+                                dedup=not args.keep_prefixes)
+    print(f"wrote {manifest['examples']} examples for {args.adapter} to {args.out} "
+          f"(manifest {manifest_path(args.out)})")
     return 0

@@ -219,6 +219,26 @@ class LiteLLMEngine:
                 attempt += 1
                 await anyio.sleep(min(delay, 8.0))
 
+    def wire_body(self, adapter: str, messages: list[dict[str, Any]], *,
+                  tools: list[dict[str, Any]] | None = None,
+                  params: dict[str, Any] | None = None, choices: list[str] | None = None,
+                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body ``complete`` sends for this request, built by litellm's own
+        transformation for the engine's provider and nothing sent (litellm drops
+        ``content: null`` from tool-call messages and ``additionalProperties`` from tool
+        schemas on the way, so the body is not the request as mol made it). Blocking: it
+        imports litellm when not loaded yet."""
+        self.load()
+        kwargs = self._request(adapter, messages, tools, params, choices, extra)
+        del kwargs["api_key"]  # return_raw_request passes its own placeholder key
+        litellm = self._litellm
+        raw = litellm.utils.return_raw_request(litellm.types.utils.CallTypes.completion, kwargs)
+        body = raw.get("raw_request_body")
+        if not isinstance(body, dict):
+            raise EngineError(f"{kwargs['model']}: litellm did not build the request body: "
+                              f"{raw.get('error') or 'no body'}")
+        return body
+
     def _request(self, adapter: str, messages: list[dict[str, Any]], tools: Any,
                  params: dict[str, Any] | None, choices: list[str] | None,
                  extra: dict[str, Any] | None) -> dict[str, Any]:

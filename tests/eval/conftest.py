@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mol.cli.main import main
+from mol.runtime.testing import ScriptedEngine
 
 from ..conftest import hcp_text as hcp_text  # re-exported for the tests here
+from ..harbormodels import trajectory_model as trajectory_model  # Harbor's ATIF model
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -34,6 +36,31 @@ SCRIPTED_OUTCOMES = {
 """What terminal-script.toml makes of each task of the example suite (its header says so)."""
 L1_TASKS = {"git-tag-release", "permissions-fix", "service-config"}
 """The example tasks the script routes to L1 (the rest go to L2)."""
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[ScriptedEngine]:
+    """The scripted engine serving terminal-script.toml (its ``requests`` are what it got)."""
+    with ScriptedEngine.serve(SCRIPT) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def oracle_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example suite run by its oracle solutions (``-j 4``), shared by the tests."""
+    out = tmp_path_factory.mktemp("oracle")
+    assert main(["eval", "run", str(SUITE), "--hcp", str(HCP), "--agent", "oracle",
+                 "--out", str(out), "-j", "4"]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def scripted_run(tmp_path_factory: pytest.TempPathFactory, engine: ScriptedEngine) -> Path:
+    """The example suite run against the scripted engine (``-j 4``), shared by the tests."""
+    out = tmp_path_factory.mktemp("scripted")
+    assert main(["eval", "run", str(SUITE), "--hcp", str(HCP), "--engine-url", engine.base_url,
+                 "--out", str(out), "-j", "4"]) == 0
+    return out
 
 
 def mol(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -1,47 +1,23 @@
 """``mol eval run`` of the example suite: oracle, scripted engine, replay, reruns.
 
-One oracle run and one scripted run (``-j 4``) serve the whole module.
+One oracle run and one scripted run (``-j 4``, conftest.py) serve the whole module.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mol.cli.main import main
 from mol.eval.store import Store
 from mol.eval.trajectories.format import read
 from mol.runtime.testing import ScriptedEngine
 
-from .conftest import HCP, L1_TASKS, SCRIPT, SCRIPTED_OUTCOMES, SUITE, mol, mol_json
+from .conftest import HCP, L1_TASKS, SCRIPTED_OUTCOMES, SUITE, mol, mol_json
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[ScriptedEngine]:
-    with ScriptedEngine.serve(SCRIPT) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def oracle_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("oracle")
-    assert main(["eval", "run", str(SUITE), "--hcp", str(HCP), "--agent", "oracle",
-                 "--out", str(out), "-j", "4"]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
-def scripted_run(tmp_path_factory: pytest.TempPathFactory, engine: ScriptedEngine) -> Path:
-    out = tmp_path_factory.mktemp("scripted")
-    assert main(["eval", "run", str(SUITE), "--hcp", str(HCP), "--engine-url", engine.base_url,
-                 "--out", str(out), "-j", "4"]) == 0
-    return out
 
 
 def episodes(run: Path) -> dict[str, Any]:

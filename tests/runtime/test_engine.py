@@ -166,3 +166,25 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+async def test_wire_body_is_the_body_the_engine_receives():
+    messages = [{"role": "system", "content": "You code."},
+                {"role": "user", "content": "run it"},
+                {"content": None, "role": "assistant", "tool_calls": [
+                    {"id": "call_L2_1", "type": "function",
+                     "function": {"name": "terminal", "arguments": "{\"command\": \"ls\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_L2_1", "content": "a.py\n"}]
+    tools = [{"type": "function", "function": {
+        "name": "terminal", "description": "Run a command.",
+        "parameters": {"type": "object", "additionalProperties": False,
+                       "properties": {"command": {"type": "string"}}}}}]
+    async with ScriptedEngine.serve(REPLY) as served:
+        engine = LiteLLMEngine(served.base_url, max_retries=0)
+        await engine.complete("L2", messages, tools=tools, params={"temperature": 0.5})
+        body = engine.wire_body("L2", messages, tools=tools, params={"temperature": 0.5})
+    received = served.requests_for("L2")[0]["body"]
+    assert body == received
+    # litellm reshapes mol's request: the body is not the messages and tools mol passed.
+    assert "content" not in body["messages"][2] and body["messages"] != messages
+    assert "additionalProperties" not in body["tools"][0]["function"]["parameters"]
