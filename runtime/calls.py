@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.tools import ToolResult, parse_arguments, run_tool, to_result
 from mol.runtime import lifecycle
 from mol.runtime.engine import ToolCall
@@ -47,11 +48,16 @@ async def execute_all(cfg: LoopConfig, host: LoopHost, calls: list[tuple[str, To
 
 
 async def execute(cfg: LoopConfig, host: LoopHost, call_id: str, call: ToolCall) -> ToolResult:
-    """Run one tool call through policy and hooks; failures become results the model reads."""
-    await host.emit(ev.ToolCalled(cfg.adapter, call_id, call.name, call.arguments))
-    result = await _guarded(cfg, host, call_id, call)
-    await host.emit(ev.ToolReturned(cfg.adapter, call_id, call.name, result.content,
-                                   result.is_error))
+    """Run one tool call through policy and hooks; failures become results the model reads.
+    The call is an ``execute_tool`` span when tracing is on (``mol.core.tracing``)."""
+    tool = cfg.tools.get(call.name)
+    with tracing.span("tool", adapter=cfg.adapter, call_id=call_id, tool=call.name,
+                      source=tool.source if tool else "", description=tool.description
+                      if tool else ""):
+        await host.emit(ev.ToolCalled(cfg.adapter, call_id, call.name, call.arguments))
+        result = await _guarded(cfg, host, call_id, call)
+        await host.emit(ev.ToolReturned(cfg.adapter, call_id, call.name, result.content,
+                                       result.is_error))
     return result
 
 

@@ -16,6 +16,7 @@ from inspect import isawaitable
 from typing import Any
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.tools import Approval
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.views import TurnRecord
@@ -104,17 +105,18 @@ class Turn:
         """A person's answer for an ``ask`` tool's call (the conversation's remembered one
         first); None when nobody can answer."""
         remembered = self.session.conversation.approvals.get(call.name)
-        if remembered is not None:
-            answer = Approval(remembered, always=True)
-        elif self.session.approve is None:
+        if remembered is None and self.session.approve is None:
             return None
-        else:
-            given = await self.session.approve(call)
-            answer = given if isinstance(given, Approval) else Approval(bool(given))
-            if answer.always:  # stored with the turn's next checkpoint
-                self.session.conversation.approvals[call.name] = answer.allow
-        await self.emit(ev.Approved(call.name, call.call_id, answer.allow, answer.always,
-                                    remembered is not None, answer.reason))
+        with tracing.span("approval", tool=call.name, call_id=call.call_id):
+            if remembered is not None:
+                answer = Approval(remembered, always=True)
+            else:
+                given = await self.session.approve(call)
+                answer = given if isinstance(given, Approval) else Approval(bool(given))
+                if answer.always:  # stored with the turn's next checkpoint
+                    self.session.conversation.approvals[call.name] = answer.allow
+            await self.emit(ev.Approved(call.name, call.call_id, answer.allow, answer.always,
+                                        remembered is not None, answer.reason))
         return answer
 
     async def review(self, answer: str) -> str | None:

@@ -96,6 +96,9 @@ class Flight:
     """The turn's last route decision (told again to the job it goes on in)."""
     asking: anyio.Lock = field(default_factory=anyio.Lock)
     """Held while the turn asks its client for input (one request for input at a time)."""
+    trace: Any = None
+    """The span current where the turn's request was made (its request's span, when
+    tracing is on): the turn's span is its child (``mol.core.tracing``)."""
 
 
 @dataclass(eq=False)
