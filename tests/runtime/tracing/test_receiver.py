@@ -1,7 +1,7 @@
 """Traces in a real OTLP receiver (Arize Phoenix), read back through its own API: a
 ``mol serve`` turn with an MCP tool call continuing a client's ``traceparent``, message text
 kept out unless capture is asked for, gRPC and the HCP's ``[telemetry]``, and an eval run
-whose episodes are its children."""
+whose episodes are its children (with the sandbox commands under their tool calls)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from mol.hcp.loader import load
 from mol.runtime.testing import ScriptedEngine
 
 from ...conftest import hcp_text
+from ...eval.conftest import PASS, mol, write_task
 from .phoenix import Phoenix, free_port, span_id, tree
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.slow]
@@ -233,3 +234,67 @@ def test_capture_over_grpc_from_the_hcp_table_and_a_root_without_traceparent(tmp
         "timezone": "Europe/Oslo"}
     found = {secret for _, secret in text_in(spans)}
     assert found == set(SECRETS)
+
+
+EVAL_SCRIPT = """
+[[L0]]
+constrained = true
+times = -1
+reply = "L2"
+[[L0]]
+constrained = false
+times = -1
+reply = "Summary."
+[[L2]]
+when = "step done"
+times = -1
+reply = "Finished."
+[[L2]]
+when = "Task number"
+times = -1
+tool_calls = [{ name = "terminal", arguments = { command = "echo step done" } }]
+"""
+
+
+@pytest.mark.docker
+def test_an_eval_runs_episodes_are_children_of_the_runs_span(tmp_path, phoenix, capsys,
+                                                            monkeypatch):
+    for n in range(2):
+        write_task(tmp_path / "suite", f"task-{n}", test=PASS, instruction=f"Task number {n}.\n")
+    hcp = tmp_path / "mol.toml"
+    hcp.write_text(hcp_text("[engine]\nmax_retries = 0\n[adapters.L2]\nprompt = \"You code.\"\n"
+                            "tools.allow = [\"terminal\"]\n"))
+    run = tmp_path / "run"
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)
+    with ScriptedEngine.serve(EVAL_SCRIPT) as engine:
+        code, _, err = mol(capsys, "eval", "run", tmp_path / "suite", "--hcp", hcp,
+                           "--engine-url", engine.base_url, "--out", run, "-j", "2")
+    assert code == 0, err
+
+    def whole(spans: list[dict[str, Any]]) -> bool:
+        return sum(span["name"].startswith("mol.eval.episode") for span in spans) == 2
+
+    [root] = [span for span in phoenix.wait(None, lambda spans: any(
+        span["attributes"].get("mol.eval.run") == str(run) for span in spans))
+        if span["attributes"].get("mol.eval.run") == str(run)]
+    spans = phoenix.wait(root["context"]["trace_id"], whole)
+    children = tree(spans)
+    assert root["name"] == "mol.eval.run suite" and root["parent_id"] is None
+    assert root["attributes"]["mol.hcp.digest"] == load(hcp).digest
+    episodes = children[span_id(root)]
+    assert sorted(e["attributes"]["mol.eval.task"] for e in episodes) == ["task-0", "task-1"]
+    for episode in episodes:
+        assert episode["attributes"]["mol.eval.outcome"] == "pass"
+        [turn, *rest] = sorted(children[span_id(episode)], key=lambda span: span["start_time"])
+        assert turn["name"] == "invoke_agent test"
+        # Then the verifier's commands, in the episode's sandbox.
+        assert rest and {span["name"] for span in rest} == {"mol.sandbox run"}
+        below = children[span_id(turn)]
+        [tool] = named(below, "execute_tool ")
+        assert tool["attributes"]["mol.tool.kind"] == "sandbox"
+        # The sandbox command under the tool call that ran it (its text is content: left out).
+        [command] = children[span_id(tool)]
+        assert command["name"] == "mol.sandbox run"
+        assert command["attributes"]["mol.sandbox.exit_code"] == 0
+        assert "mol.sandbox.command" not in command["attributes"]
