@@ -152,6 +152,7 @@ FIXTURE_MARKERS = {
     "sandbox": "docker",
     "small_sandbox": "docker",
     "parent_run": "docker",
+    "phoenix": "phoenix",
 }
 """Fixtures that need a service: a test using one (even through another fixture) gets the
 marker. (A fixture reached only through ``request.getfixturevalue`` is not seen: mark such

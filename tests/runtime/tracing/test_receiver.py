@@ -11,7 +11,6 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,7 @@ from opentelemetry.semconv._incubating.attributes import mcp_attributes
 from mol.hcp.loader import load
 from mol.runtime.testing import ScriptedEngine
 
-from ...conftest import hcp_text
-from ...eval.conftest import PASS, mol, write_task
-from .phoenix import Phoenix, free_port, span_id, tree
+from .conftest import PASS, free_port, hcp_text, mol, span_id, tree, write_task
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.slow]
 
@@ -45,15 +42,15 @@ reply = "L1"
 [[L0]]
 constrained = false
 times = -1
-reply = "%s"
+reply = "{summary}"
 [[act-lora]]
 when = "^what time"
 times = -1
 tool_calls = [{ name = "mcp__time__get_current_time", arguments = { timezone = "Europe/Oslo" } }]
 [[act-lora]]
 times = -1
-reply = "%s"
-""" % (SUMMARY, ANSWER)
+reply = "{answer}"
+""".replace("{summary}", SUMMARY).replace("{answer}", ANSWER)
 
 HCP = hcp_text(f"""\
 [engine]
@@ -75,15 +72,6 @@ required = true
 [session]
 store = "sqlite:///{{store}}"
 """, name="traced")
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    receiver = Phoenix(tmp_path_factory.mktemp("phoenix"))
-    try:
-        yield receiver
-    finally:
-        receiver.close()
 
 
 class Serve:

@@ -1,7 +1,10 @@
-"""Arize Phoenix, a real OTLP receiver, for the tracing tests: ``phoenix serve`` from the
-venv ./test makes for it (its pins clash with mol's test dependencies, so it lives apart:
-``tests/services.py`` says where), on free loopback ports, its spans read back through
-its own REST API (``GET /v1/projects/{project}/spans``), never through mol's SDK."""
+"""Fixtures of the tracing tests: Arize Phoenix, a real OTLP receiver (``phoenix``, one per
+module that uses it), and what they share with the other tests.
+
+Phoenix is ``phoenix serve`` from the venv ./test makes for it (its pins clash with mol's
+test dependencies, so it lives apart: ``tests/services.py`` says where), on free loopback
+ports, its spans read back through its own REST API (``GET /v1/projects/{project}/spans``),
+never through mol's SDK."""
 
 from __future__ import annotations
 
@@ -9,11 +12,17 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from ...conftest import hcp_text as hcp_text  # re-exported for the tests here
+from ...eval.conftest import PASS as PASS
+from ...eval.conftest import mol as mol
+from ...eval.conftest import write_task as write_task
 from ...services import phoenix_home
 
 START_SEC = 240.0
@@ -109,3 +118,12 @@ def tree(spans: list[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
 
 def span_id(span: dict[str, Any]) -> str:
     return span["context"]["span_id"]
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    receiver = Phoenix(tmp_path_factory.mktemp("phoenix"))
+    try:
+        yield receiver
+    finally:
+        receiver.close()
