@@ -3,8 +3,8 @@
 ``open_tracer(artifact)`` decides from the HCP's ``[telemetry]`` and the ``OTEL_*``
 environment (``settings``) whether anything is traced; when not, it yields None and
 nothing of OpenTelemetry is imported. When it is, it yields an ``OtelTracer`` (``otel``,
-the one module importing the SDK and exporters; ``semconv`` the one importing the
-conventions' names) and exports what is left when the block ends. The runtime's code
+the one module importing OpenTelemetry: its SDK, exporters and the conventions' names)
+and exports what is left when the block ends. The runtime's code
 opens spans through ``mol.core.tracing`` only; what each kind of span carries is in
 ``spans`` and ``outer``, message text in ``content``, the ``chat`` spans in ``engine``.
 """
@@ -41,8 +41,10 @@ async def open_tracer(artifact: Any, *, exporter: Any = None) -> AsyncIterator[A
         return
     try:
         from mol.runtime.tracing import otel
+        from mol.runtime.tracing.engine import TracedEngine
+        from mol.runtime.tracing.outer import ALL_SHAPES
 
-        tracer = otel.OtelTracer(chosen, exporter)
+        tracer = otel.OtelTracer(chosen, ALL_SHAPES, TracedEngine, exporter)
     except ImportError as exc:
         raise UsageError(f"tracing is on ({chosen.source}) but OpenTelemetry is not "
                          f"installed ({exc.name} is missing): pip install 'mol-agent[otel]'"

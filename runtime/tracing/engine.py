@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from mol.core import tracing
 from mol.runtime.engine import Completion, OnDelta
-from mol.runtime.tracing import semconv as sc
+from mol.runtime.tracing import otel as sc  # the conventions' names
 
 
 def engine_facts(artifact: Any, engine: Any = None) -> dict[str, Any]:

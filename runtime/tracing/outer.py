@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mol.core import events as ev
-from mol.runtime.tracing import semconv as sc
+from mol.runtime.tracing import otel as sc  # the conventions' names
 from mol.runtime.tracing.spans import SHAPES, Shape, Sink
 
 

@@ -2,7 +2,7 @@
 
 A scope point (``mol.core.tracing``) names a kind and its facts in mol's words; the kind's
 ``Shape`` here turns them into the span's name and attributes, and does the same with the
-events, notes and end of the span. Attribute names come from ``semconv`` (the pinned
+events, notes and end of the span. Attribute names come from ``otel`` (the pinned
 conventions) or are mol's own ``mol.*``. Message text (prompts, answers, tool arguments and
 results, commands, hook reasons, the router's reply) is written only when the tracer
 captures content.
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from mol.core import events as ev
 from mol.runtime.tracing import content
-from mol.runtime.tracing import semconv as sc
+from mol.runtime.tracing import otel as sc  # the conventions' names
 
 SANDBOX_PLUGIN = "plugin:mol.plugins.builtin.sandbox"
 """The source of the sandbox's tools (the built-in plugin that registers them)."""
