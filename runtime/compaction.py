@@ -163,7 +163,8 @@ async def compact(turn: Any, adapter: str, trigger: str, instructions: str = "",
     if extra is None:
         return None
     before = size_of(session, adapter, shown + list(pending), tools)
-    with tracing.span("compaction", adapter=adapter, trigger=trigger):
+    # A root when nothing is traced around it (mol sessions compact), else its child.
+    with tracing.root(session.runtime.tracer, "compaction", adapter=adapter, trigger=trigger):
         await turn.emit(ev.Compacting(adapter, trigger))
         writer, summary = await _summary(turn, adapter, rules, shown[:keep_from],
                                          "\n\n".join(p for p in (instructions, extra) if p),

@@ -61,8 +61,10 @@ def _hook(span: Sink, event: ev.HookDecided) -> None:
 
 
 def _failed(span: Sink, event: ev.Failed) -> None:
-    span.add_event("mol.error", {"mol.error.where": event.where,
-                                 "mol.error.message": event.message})
+    attributes = {"mol.error.where": event.where}
+    if span.capture:  # an engine's or a tool's error text may quote what it was sent
+        attributes["mol.error.message"] = event.message
+    span.add_event("mol.error", attributes)
 
 
 def _usage(span: Sink, usage: dict[str, Any] | Any) -> None:
