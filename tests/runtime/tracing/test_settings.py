@@ -149,3 +149,19 @@ def test_tracing_asked_for_without_the_extra_says_how_to_install_it(tmp_path):
     assert done.returncode != 0
     assert ("tracing is on (OTEL_TRACES_EXPORTER=otlp) but OpenTelemetry is not installed "
             "(opentelemetry is missing): pip install 'mol-agent[otel]'") in done.stderr
+
+
+def test_telemetry_is_deployment_not_behaviour(tmp_path):
+    from mol.hcp.evolvable import evolvable
+    from mol.hcp.loader import load
+
+    head = 'schema_version = 1\nname = "t"\n[router]\nprompt = "Route."\n'
+    (tmp_path / "plain.toml").write_text(head)
+    (tmp_path / "traced.toml").write_text(head + '[telemetry]\ntraces = "otlp"\n'
+                                          'endpoint = "http://collector:4318"\n')
+    plain, traced = load(tmp_path / "plain.toml"), load(tmp_path / "traced.toml")
+    assert plain.digest != traced.digest
+    assert plain.behaviour_digest == traced.behaviour_digest  # eval results still apply
+    # mol evolve never points traces elsewhere, even where every path is allowed.
+    assert evolvable("/telemetry/endpoint", ["/*"]) == (
+        "/telemetry/endpoint is never evolvable (/telemetry)")
