@@ -7,7 +7,13 @@ rounds alternate so machine noise hits both alike. Prints medians, mol's
 own time per turn (the turn minus the engine calls inside it) and the ratio
 (median over paired rounds), then one JSON line. Target: ratio <= 1.10.
 
-    python bench/harness_bench.py [--rounds 40]
+With ``--otlp-endpoint URL`` (an OTLP/HTTP receiver: say Arize Phoenix, as the tracing
+tests run it), each round also runs a traced turn (``[telemetry] traces = "otlp"``: an
+``invoke_agent`` span, four ``chat`` spans and an ``execute_tool`` span exported to the
+receiver in the SDK's batch thread) and the figures add its median and the cost of tracing
+per turn (median over paired rounds of traced minus untraced).
+
+    python bench/harness_bench.py [--rounds 40] [--otlp-endpoint http://127.0.0.1:6006]
 """
 
 from __future__ import annotations
@@ -71,7 +77,9 @@ class Echo:
         register(echo)
 
 
-async def main(rounds: int) -> dict:
+async def main(rounds: int, endpoint: str | None = None) -> dict:
+    from contextlib import AsyncExitStack
+
     import litellm
 
     from mol.hcp.loader import load
@@ -84,19 +92,25 @@ async def main(rounds: int) -> dict:
     artifact = load(folder / "bench.toml")
     plugins = PluginManager(None, builtin=(), extra=[("echo", Echo())])
     own_times: list[float] = []
-    async with ScriptedEngine.serve(SCRIPT) as engine:
+    async with ScriptedEngine.serve(SCRIPT) as engine, AsyncExitStack() as stack:
 
-        async def harness_turn() -> float:
+        async def harness_turn(tracer: object = None) -> float:
             started = time.perf_counter()
-            runtime = Runtime(artifact, engine_url=engine.base_url, plugins=plugins)
+            runtime = Runtime(artifact, engine_url=engine.base_url, plugins=plugins,
+                              tracer=tracer)
             async with runtime.session() as h:
                 result = await h.turn("fix the failing test")
             elapsed = time.perf_counter() - started
             assert result.answer.startswith("Fixed"), result.answer
-            engine_time = sum(e.duration for e in result.events if e.type == "model_call")
-            own_times.append(elapsed - engine_time)
+            if tracer is None:
+                engine_time = sum(e.duration for e in result.events if e.type == "model_call")
+                own_times.append(elapsed - engine_time)
             return elapsed
 
+        legs = {"mol": harness_turn}
+        if endpoint is not None:
+            tracer = await stack.enter_async_context(_tracer(folder, endpoint))
+            legs["traced"] = lambda: harness_turn(tracer)
         await harness_turn()  # warm-up: imports litellm, opens connections
         recorded = [r["body"] for r in engine.requests[-4:]]
 
@@ -112,11 +126,16 @@ async def main(rounds: int) -> dict:
             return time.perf_counter() - started
 
         await raw_turn()
-        mol_times, raw_times = [], []
+        legs["litellm"] = raw_turn
+        for leg in legs.values():  # the traced turn's warm-up imports the SDK
+            await leg()
+        times: dict[str, list[float]] = {name: [] for name in legs}
         for index in range(rounds):
-            order = (harness_turn, raw_turn) if index % 2 == 0 else (raw_turn, harness_turn)
-            for run in order:
-                (mol_times if run is harness_turn else raw_times).append(await run())
+            # Rotate the order, so machine noise and the export thread hit every leg alike.
+            names = list(legs)[index % len(legs):] + list(legs)[:index % len(legs)]
+            for name in names:
+                times[name].append(await legs[name]())
+    mol_times, raw_times = times["mol"], times["litellm"]
     mol_median, raw_median = statistics.median(mol_times), statistics.median(raw_times)
     # Rounds are paired (run back to back), so the median of per-round ratios is
     # the figure least moved by load that comes and goes during the run.
@@ -132,13 +151,39 @@ async def main(rounds: int) -> dict:
         "ratio_of_medians": round(mol_median / raw_median, 4),
         "mol_own_ms_median": round(statistics.median(own_times[-rounds:]) * 1000, 3),
         "target_ratio": 1.10,
+        **(_traced(times["traced"], mol_times) if "traced" in times else {"tracing": "off"}),
+    }
+
+
+def _tracer(folder: Path, endpoint: str):
+    """The tracer of a traced copy of the artifact, exporting to ``endpoint``."""
+    from mol.hcp.loader import load
+    from mol.runtime import open_tracer
+
+    (folder / "traced.toml").write_text(
+        HCP + f'[telemetry]\ntraces = "otlp"\nendpoint = "{endpoint}"\n')
+    return open_tracer(load(folder / "traced.toml"))
+
+
+def _traced(traced: list[float], untraced: list[float]) -> dict:
+    """The traced turns' figures: their median and what tracing costs per turn."""
+    return {
+        "tracing": "on",
+        "traced_turn_ms_median": round(statistics.median(traced) * 1000, 3),
+        "tracing_cost_ms_per_turn": round(statistics.median(
+            t - u for t, u in zip(traced, untraced, strict=True)) * 1000, 3),
+        "traced_ratio": round(statistics.median(
+            t / u for t, u in zip(traced, untraced, strict=True)), 4),
     }
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
-    figures = anyio.run(main, parser.parse_args().rounds)
+    parser.add_argument("--otlp-endpoint", help="trace a third turn per round to this OTLP/HTTP "
+                        "receiver (its base URL: /v1/traces is added)")
+    arguments = parser.parse_args()
+    figures = anyio.run(main, arguments.rounds, arguments.otlp_endpoint)
     print(f"mol harness turn   median {figures['mol_turn_ms_median']:9.3f} ms")
     print(f"bare litellm calls median {figures['litellm_turn_ms_median']:9.3f} ms "
           f"({figures['engine_calls_per_turn']} calls)")
@@ -146,4 +191,7 @@ if __name__ == "__main__":
           f"{figures['mol_own_ms_median']:.3f} ms")
     print(f"ratio (median of paired rounds) {figures['ratio']:.3f}, ratio of medians "
           f"{figures['ratio_of_medians']:.3f} (target <= {figures['target_ratio']})")
+    if figures["tracing"] == "on":
+        print(f"traced turn        median {figures['traced_turn_ms_median']:9.3f} ms: tracing "
+              f"costs {figures['tracing_cost_ms_per_turn']:.3f} ms per turn (paired median)")
     print(json.dumps(figures))

@@ -67,14 +67,15 @@ def sandbox_config(base: SandboxConfig, task: Task, image: str,
 async def run_episode(task: Task, artifact: Any, *, epoch: int = 1, agent: str = "mol",
                       adapter: str | None = None, image: str | None = None,
                       engine: Any = None, plugins: Any = None,
-                      record: bool = True, model: str = "") -> Episode:
+                      record: bool = True, model: str = "", tracer: Any = None) -> Episode:
     """Run one episode of ``task`` and return its result (with the trajectory's lines).
 
     ``engine``: the ``Engine`` the harness talks to (a ``LiteLLMEngine`` for the artifact
     when None); ``plugins``: a ``PluginManager`` episodes may share (loading one builds
     every tool's schema: about 0.1 s); ``image``: the task's image (the HCP's when None);
     ``record=False`` keeps no trajectory (and so no reads); ``model``: the engine's model
-    fingerprint (``mol.eval.keys``), kept in the row."""
+    fingerprint (``mol.eval.keys``), kept in the row; ``tracer``: the run's tracer, which the
+    episode's runtime shares (``mol.runtime.open_tracer``)."""
     result = Episode(task.name, epoch, task.digest, artifact.digest, agent, adapter or "",
                      started=time.time(), mol_version=__version__,
                      behaviour_digest=artifact.behaviour_digest, model=model)
@@ -85,7 +86,8 @@ async def run_episode(task: Task, artifact: Any, *, epoch: int = 1, agent: str =
                         hcp_digest=artifact.digest, agent=agent, adapter=adapter,
                         instruction=task.instruction, mol_version=__version__)
     try:
-        await _episode(task, artifact, result, recorder, adapter, image, (engine, plugins))
+        await _episode(task, artifact, result, recorder, adapter, image,
+                       (engine, plugins, tracer))
     except SandboxError as exc:
         _error(result, "sandbox", exc)
     except EngineError as exc:
@@ -108,7 +110,8 @@ def _error(result: Episode, reason: str, error: Any) -> None:
 
 
 async def _episode(task: Task, artifact: Any, result: Episode, recorder: Recorder | None,
-                   adapter: str | None, image: str | None, runtime: tuple[Any, Any]) -> None:
+                   adapter: str | None, image: str | None, runtime: tuple[Any, Any, Any]
+                   ) -> None:
     from mol.sandboxes import docker
     from mol.sandboxes.sandbox import Sandbox
 
@@ -168,7 +171,7 @@ async def _oracle(sandbox: Any, task: Task) -> str:
 
 async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
                recorder: Recorder | None, adapter: str | None, engine: Any,
-               plugins: Any) -> str:
+               plugins: Any, tracer: Any) -> str:
     """One user turn through a runtime session; returns why it stopped early, if it did."""
     from mol.core.tools import Resources
     from mol.plugins.builtin.sandbox import RESOURCE
@@ -187,7 +190,7 @@ async def _mol(sandbox: Any, task: Task, artifact: Any, result: Episode,
     try:
         # Orphans are collected once per run (the runner, the Ray worker), not per episode.
         async with open_runtime(artifact, engine=engine, plugins=plugins,
-                                collect_orphans=False) as runtime:
+                                collect_orphans=False, tracer=tracer) as runtime:
             async with runtime.session(
                     resources=resources, observers=observers, call_ids=numbered_ids(),
                     tool_wrapper=recorder.wrap_tools if recorder else None) as session:

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from mol.core import __version__
+from mol.core import __version__, tracing
 from mol.core.errors import MolError, UsageError
 from mol.eval import keys
 from mol.eval.episode import AGENTS, run_episode
@@ -146,9 +146,22 @@ async def run_suite(options: RunOptions, *, progress: Progress | None = None,
                       f"{_count(options.epochs, 'epoch')}, "
                       f"{len(tasks) * options.epochs - len(todo)} stored) in {out}")
         if todo:
-            await _run(options, todo, store, progress, on_episode, model)
+            await _traced_run(options, todo, store, progress, on_episode, model, out)
         progress.close()
     return out
+
+
+async def _traced_run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
+                      progress: Progress, on_episode: Callable[[Episode], None] | None,
+                      model: str, out: Path) -> None:
+    """``_run`` under the run's span when tracing is on (each episode's span its child)."""
+    from mol.runtime import open_tracer
+
+    async with open_tracer(options.artifact) as tracer:
+        with tracing.root(tracer, "eval.run", suite=options.suite.resolve().name, run=str(out),
+                          agent=options.agent, adapter=options.adapter, episodes=len(todo),
+                          artifact=options.artifact):
+            await _run(options, todo, store, progress, on_episode, model, tracer)
 
 
 def _count(number: int, word: str) -> str:
@@ -157,18 +170,21 @@ def _count(number: int, word: str) -> str:
 
 async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
                progress: Progress, on_episode: Callable[[Episode], None] | None,
-               model: str = "") -> None:
+               model: str = "", tracer: Any = None) -> None:
     limiter = anyio.CapacityLimiter(options.jobs or math.inf)
 
     async def one(task: Task, epoch: int) -> None:
         async with limiter:
-            episode = await run_one(task, epoch)
+            with tracing.span("eval.episode", task=task.name, epoch=epoch,
+                              agent=options.agent) as span:
+                episode = await run_one(task, epoch)
+                span.note(episode=episode)
             await store.aput(episode)
         progress.finished(episode)
         if on_episode is not None:
             on_episode(episode)
 
-    async with _backend(options, todo, progress, model) as run_one:
+    async with _backend(options, todo, progress, model, tracer) as run_one:
         async with anyio.create_task_group() as group:
             if progress.live:
                 await group.start(ticking, progress)
@@ -179,19 +195,20 @@ async def _run(options: RunOptions, todo: list[tuple[Task, int]], store: Store,
 
 
 def _backend(options: RunOptions, todo: list[tuple[Task, int]], progress: Progress,
-             model: str) -> AbstractAsyncContextManager[RunOne]:
+             model: str, tracer: Any = None) -> AbstractAsyncContextManager[RunOne]:
     """Where episodes run: in this process, or as Ray tasks on a cluster (``--ray``).
-    ``model``: the engine's model fingerprint every result is keyed by."""
+    ``model``: the engine's model fingerprint every result is keyed by; ``tracer``: the
+    run's, which local episodes share."""
     if options.ray is not None:
         from mol.eval.cluster.backend import ray_episodes
 
         return ray_episodes(options, todo, progress, model)
-    return _local(options, todo, progress, model)
+    return _local(options, todo, progress, model, tracer)
 
 
 @asynccontextmanager
 async def _local(options: RunOptions, todo: list[tuple[Task, int]],
-                 progress: Progress, model: str) -> AsyncIterator[RunOne]:
+                 progress: Progress, model: str, tracer: Any = None) -> AsyncIterator[RunOne]:
     """Episodes in this process's task group, sharing one engine and one plugin manager."""
     from mol.runtime import collect_orphans
 
@@ -212,7 +229,8 @@ async def _local(options: RunOptions, todo: list[tuple[Task, int]],
                            behaviour_digest=artifact.behaviour_digest, model=model)
         return await run_episode(task, artifact, epoch=epoch, agent=options.agent,
                                  adapter=options.adapter, image=image, engine=engine,
-                                 plugins=plugins, record=options.record, model=model)
+                                 plugins=plugins, record=options.record, model=model,
+                                 tracer=tracer)
 
     async with AsyncExitStack() as stack:
         engine = await _engine(options, stack)

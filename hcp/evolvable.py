@@ -27,12 +27,13 @@ DEFAULT_PATHS = ("/adapters/*/prompt", "/router/prompt", "/summary/prompt",
                  "/adapters/*/skills", "/$skills", "/adapters/*/tools", "/hooks")
 """Evolvable by default: prompts, skill lists and skill files, tool policies, hooks."""
 
-NEVER = ("/engine", "/sandbox", "/session", "/server", "/evolve", "/parent",
+NEVER = ("/engine", "/sandbox", "/session", "/server", "/evolve", "/telemetry", "/parent",
          "/schema_version", "/adapters/*/engine_name",
          *(f"/mcp_servers/*/{key}" for key in (
              "command", "args", "env", "env_vars", "env_from", "cwd", "url",
              "bearer_token_env_var", "http_headers", "env_http_headers", "oauth")))
-"""Never evolvable: the engine, sandbox limits, deployment, lineage, the gate, secrets."""
+"""Never evolvable: the engine, sandbox limits, deployment (telemetry too), lineage, the gate,
+secrets."""
 
 
 def escape(segment: str) -> str:
@@ -109,8 +110,8 @@ class EvolveConfig(Model):
 
     paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PATHS))
     """JSON Pointer prefixes of the evolve document a proposal may touch (``*`` matches one
-    segment). The engine, sandbox, session, server, lineage, ``[evolve]``, engine names and
-    MCP server commands and secrets are never evolvable."""
+    segment). The engine, sandbox, session, server, telemetry, lineage, ``[evolve]``, engine
+    names and MCP server commands and secrets are never evolvable."""
     min_effect: MinEffect = Field(default_factory=MinEffect)
     """The minimum effect a promotion needs (1 task, or 2 points from 30 tasks up)."""
     max_cost_increase: float = Field(default=0.10, ge=0)

@@ -224,9 +224,11 @@ def _digest_form(doc: HCP, digests: dict[str, str], skills: dict[str, str] | Non
 
 
 BEHAVIOUR_EXCLUDED = (("engine", "api_base"), ("engine", "api_key_env"), ("session", "store"),
-                      ("server",), ("evolve",), ("parent",), ("name",), ("description",))
+                      ("server",), ("evolve",), ("telemetry",), ("parent",), ("name",),
+                      ("description",))
 """What the behaviour digest leaves out: where the engine is and its key, where sessions are
-kept, what ``mol serve`` exposes, the lineage, the evolve gate and the names for people."""
+kept, what ``mol serve`` exposes, the lineage, the evolve gate, where traces go and the
+names for people."""
 
 
 def behaviour_form(form: dict, doc: HCP, texts: dict[str, str]) -> dict:

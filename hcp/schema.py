@@ -56,6 +56,7 @@ from mol.hcp.sections import (
     SandboxConfig,
     SessionConfig,
     SkillsConfig,
+    TelemetryConfig,
 )
 
 __all__ = [  # the sections defined elsewhere are re-exported: import them from here
@@ -91,6 +92,7 @@ __all__ = [  # the sections defined elsewhere are re-exported: import them from 
     "SessionConfig",
     "SkillsConfig",
     "SummaryConfig",
+    "TelemetryConfig",
     "ToolPolicy",
     "ViewsConfig",
 ]
@@ -197,6 +199,8 @@ class HCP(Model):
     """Docker sandbox settings."""
     session: SessionConfig = Field(default_factory=SessionConfig)
     """Session storage."""
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    """Tracing (OpenTelemetry over OTLP)."""
     evolve: EvolveConfig = Field(default_factory=EvolveConfig)
     """What ``mol evolve`` may change, and its promotion gate."""
 

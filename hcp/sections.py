@@ -1,5 +1,5 @@
-"""The tool-side sections of the HCP artifact: plugins, hooks, skills, bundles, the sandbox
-and session storage; MCP servers live in ``mol.hcp.mcp`` (``mol.hcp.schema`` assembles the
+"""The tool-side sections of the HCP artifact: plugins, hooks, skills, bundles, the sandbox,
+session storage and telemetry; MCP servers live in ``mol.hcp.mcp`` (``mol.hcp.schema`` assembles the
 document)."""
 
 from __future__ import annotations
@@ -174,3 +174,27 @@ class SessionConfig(Model):
     """Seconds a turn's hold on its conversation lasts unless renewed (every third of it,
     while the turn runs). A replica that dies holding one keeps its conversation busy
     (409) until it expires, unless its process is seen gone on this machine."""
+
+
+class TelemetryConfig(Model):
+    """Tracing: OpenTelemetry spans of each turn, its hops and tool calls (GenAI semantic
+    conventions), exported over OTLP; needs ``pip install 'mol-agent[otel]'``
+    (docs/observability.md). The standard ``OTEL_*`` environment variables override what is
+    set here, as in every OpenTelemetry SDK."""
+
+    traces: Literal["none", "otlp"] = "none"
+    """``otlp`` exports spans to ``endpoint``; ``none`` (the default) traces nothing unless
+    ``OTEL_TRACES_EXPORTER=otlp`` is set."""
+    endpoint: str | None = Field(default=None, pattern=r"^https?://")
+    """Where the OTLP receiver listens, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` says it (over
+    HTTP, ``/v1/traces`` is added); unset: the exporter's default (``http://localhost:4318``
+    over HTTP, ``http://localhost:4317`` over gRPC)."""
+    protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    """The OTLP transport (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` /
+    ``OTEL_EXPORTER_OTLP_PROTOCOL`` override it)."""
+    service_name: str = Field(default="mol", min_length=1)
+    """The ``service.name`` of the spans (``OTEL_SERVICE_NAME`` overrides it)."""
+    capture_content: bool = False
+    """Put message text (prompts, answers, tool arguments and results, commands) in the
+    spans; off by default. ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` overrides
+    it."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         store_url_for,
     )
     from mol.runtime.summary import DEFAULT_SUMMARY_PROMPT
+    from mol.runtime.tracing import open_tracer
     from mol.runtime.turn import Turn, TurnResult
     from mol.runtime.views import (
         Conversation,
@@ -70,6 +71,7 @@ _EXPORTS = {
     "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
     "start_import": "engine",
     "DEFAULT_SUMMARY_PROMPT": "summary",
+    "open_tracer": "tracing",
 }
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
@@ -77,6 +79,7 @@ __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Con
            "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
            "adapter_of_call", "collect_orphans", "held", "new_call_id", "new_owner",
            "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_store",
+           "open_tracer",
            "preload", "serving", "start_import", "store_url_for"]
 
 

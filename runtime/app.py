@@ -5,7 +5,8 @@ runtimes (in the background; a caller that did so already, like ``mol eval run``
 per run, passes ``collect_orphans=False``), starts the embedded engine when the artifact
 asks for it and none answers, loads the plugins, starts the MCP servers the artifact
 declares (in the background), opens the warm sandbox pool when ``[sandbox] pool_size``
-asks for one, and yields a ready ``Runtime``; its ``session()`` runs a conversation.
+asks for one, opens the tracer when ``[telemetry]`` or ``OTEL_*`` ask for one, and yields
+a ready ``Runtime``; its ``session()`` runs a conversation.
 Everything it starts is owned by its ``async with`` and ends with it.
 """
 
@@ -80,7 +81,8 @@ async def open_mcp_servers(artifact: Artifact, servers: dict[str, Any], *,
 @asynccontextmanager
 async def open_runtime(artifact: Artifact, *, engine_url: str | None = None,
                        engine: Engine | None = None, plugins: Any = None, elicit: Any = None,
-                       collect_orphans: bool = True) -> AsyncIterator[Runtime]:
+                       collect_orphans: bool = True, tracer: Any = None
+                       ) -> AsyncIterator[Runtime]:
     """A ready runtime for ``artifact``; closes every resource it opened on exit.
 
     ``engine``: the engine to use (``open_engine``'s when None: the embedded one started
@@ -88,12 +90,14 @@ async def open_runtime(artifact: Artifact, *, engine_url: str | None = None,
     answers MCP servers' requests for input when a call has no asker of its own (a person
     at the terminal); without it they are declined. ``collect_orphans=False`` skips the
     collection of what dead runtimes left (a Docker listing and a scan of ``/proc``).
+    ``tracer``: a tracer its owner shares (``mol.runtime.tracing.open_tracer``; an eval run's
+    episodes share the run's); when None, the runtime opens its own when tracing is on.
     What the caller's block raises comes out as raised, not wrapped in the exception groups
     of the background task groups.
     """
     try:
         async with _opened(artifact, engine_url, engine, plugins, elicit,
-                           collect_orphans) as runtime:
+                           collect_orphans, tracer) as runtime:
             yield runtime
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
@@ -106,8 +110,14 @@ async def open_runtime(artifact: Artifact, *, engine_url: str | None = None,
 
 @asynccontextmanager
 async def _opened(artifact: Artifact, engine_url: str | None, engine: Engine | None,
-                  plugins: Any, elicit: Any, collect: bool) -> AsyncIterator[Runtime]:
+                  plugins: Any, elicit: Any, collect: bool, tracer: Any
+                  ) -> AsyncIterator[Runtime]:
     async with AsyncExitStack() as stack:
+        if tracer is None:
+            from mol.runtime.tracing import open_tracer
+
+            # Entered first, so it exports last: after the servers and sandboxes are gone.
+            tracer = await stack.enter_async_context(open_tracer(artifact))
         background = await stack.enter_async_context(anyio.create_task_group())
         managed = any(server.enabled for server in artifact.doc.mcp_servers.values())
         if collect:
@@ -134,4 +144,4 @@ async def _opened(artifact: Artifact, engine_url: str | None, engine: Engine | N
             # Warm sandboxes fill in the background; a session takes one on first use.
             pool = await stack.enter_async_context(SandboxPool(artifact.doc.sandbox))
         yield Runtime(artifact, engine=engine, plugins=plugins, toolsets=toolsets,
-                      sandbox_pool=pool)
+                      sandbox_pool=pool, tracer=tracer)

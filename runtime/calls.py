@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.tools import (
     Approval,
     Later,
@@ -67,13 +68,15 @@ async def execute(cfg: LoopConfig, host: LoopHost, call_id: str,
                   call: ToolCall) -> ToolResult | ToolCallInfo:
     """Run one tool call through policy and hooks; failures become results the model reads.
     A ``ToolCallInfo`` (the call as the person is asked about it, after the hooks): the
-    call waits for a person's answer after the turn (``resume``)."""
-    await host.emit(ev.ToolCalled(cfg.adapter, call_id, call.name, call.arguments))
-    result = await _guarded(cfg, host, call_id, call)
-    if isinstance(result, ToolCallInfo):
-        return result
-    await host.emit(ev.ToolReturned(cfg.adapter, call_id, call.name, result.content,
-                                   result.is_error))
+    call waits for a person's answer after the turn (``resume``). The call is an
+    ``execute_tool`` span when tracing is on (``mol.core.tracing``)."""
+    with _traced(cfg, call_id, call.name):
+        await host.emit(ev.ToolCalled(cfg.adapter, call_id, call.name, call.arguments))
+        result = await _guarded(cfg, host, call_id, call)
+        if isinstance(result, ToolCallInfo):
+            return result
+        await host.emit(ev.ToolReturned(cfg.adapter, call_id, call.name, result.content,
+                                       result.is_error))
     return result
 
 
@@ -81,20 +84,31 @@ async def resume(cfg: LoopConfig, host: LoopHost, call: ToolCallInfo,
                  answer: Approval) -> ToolResult:
     """Finish ``call``, which ``execute`` left open for a person's answer: with ``answer``
     told (``LoopHost.answered``), the tool runs with the arguments the person was shown,
-    then the hooks after it; or the adapter reads the refusal."""
-    await host.answered(call, answer)
+    then the hooks after it; or the adapter reads the refusal. Traced as ``execute`` is, an
+    ``execute_tool`` span of the turn that resumes it."""
     tool = cfg.tools.get(call.name)
-    result = _refusal(call, answer)
-    if result is None and tool is None:  # the artifact changed while the call waited
-        result = ToolResult(f"Error: {call.name} was not run: it is no longer available "
-                            "to you.", is_error=True)
-    elif result is None and tool is not None:
-        context = dataclasses.replace(cfg.context, call_id=call.call_id)
-        result = await _run(dataclasses.replace(cfg, context=context), host, tool, call)
-    assert result is not None
-    await host.emit(ev.ToolReturned(cfg.adapter, call.call_id, call.name, result.content,
-                                   result.is_error))
+    with _traced(cfg, call.call_id, call.name, call.source):
+        await host.answered(call, answer)
+        result = _refusal(call, answer)
+        if result is None and tool is None:  # the artifact changed while the call waited
+            result = ToolResult(f"Error: {call.name} was not run: it is no longer available "
+                                "to you.", is_error=True)
+        elif result is None and tool is not None:
+            context = dataclasses.replace(cfg.context, call_id=call.call_id)
+            result = await _run(dataclasses.replace(cfg, context=context), host, tool, call)
+        assert result is not None
+        await host.emit(ev.ToolReturned(cfg.adapter, call.call_id, call.name, result.content,
+                                       result.is_error))
     return result
+
+
+def _traced(cfg: LoopConfig, call_id: str, name: str, source: str = "") -> Any:
+    """The ``execute_tool`` span of a call of ``name`` (a no-op scope when nothing traces);
+    ``source`` where the tool is no longer offered."""
+    tool = cfg.tools.get(name)
+    return tracing.span("tool", adapter=cfg.adapter, call_id=call_id, tool=name,
+                        source=tool.source if tool else source,
+                        description=tool.description if tool else "")
 
 
 def _refusal(call: ToolCallInfo, answer: Approval | None) -> ToolResult | None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.errors import ContextTooLong, EngineContextLength, EngineError
 from mol.runtime import lifecycle
 from mol.runtime.hooks import Block, PluginFailed, call_plugin, plugin_impls
@@ -162,17 +163,20 @@ async def compact(turn: Any, adapter: str, trigger: str, instructions: str = "",
     if extra is None:
         return None
     before = size_of(session, adapter, shown + list(pending), tools)
-    await turn.emit(ev.Compacting(adapter, trigger))
-    writer, summary = await _summary(turn, adapter, rules, shown[:keep_from],
-                                     "\n\n".join(p for p in (instructions, extra) if p), tools)
-    record = conversation.compact(adapter, keep_from, summary, trigger=trigger, writer=writer,
-                                  tokens_before=before)
-    after_view = conversation.engine_view(adapter)
-    after = size_of(session, adapter, after_view + list(pending), tools)
-    record["tokens_after"] = after
-    await turn.checkpoint()
-    await turn.emit(ev.Compacted(adapter, trigger, writer, before, after,
-                                 len(after_view) - 2, record["id"]))
+    # A root when nothing is traced around it (mol sessions compact), else its child.
+    with tracing.root(session.runtime.tracer, "compaction", adapter=adapter, trigger=trigger):
+        await turn.emit(ev.Compacting(adapter, trigger))
+        writer, summary = await _summary(turn, adapter, rules, shown[:keep_from],
+                                         "\n\n".join(p for p in (instructions, extra) if p),
+                                         tools)
+        record = conversation.compact(adapter, keep_from, summary, trigger=trigger,
+                                      writer=writer, tokens_before=before)
+        after_view = conversation.engine_view(adapter)
+        after = size_of(session, adapter, after_view + list(pending), tools)
+        record["tokens_after"] = after
+        await turn.checkpoint()
+        await turn.emit(ev.Compacted(adapter, trigger, writer, before, after,
+                                     len(after_view) - 2, record["id"]))
     await _after(turn, adapter, trigger, before, after)
     return after_view
 

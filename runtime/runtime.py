@@ -1,10 +1,11 @@
 """The runtime of one artifact: what every conversation shares, opened once.
 
 A ``Runtime`` holds the artifact, the engine, the plugins, the toolsets (MCP servers), the
-warm sandbox pool and the command hooks. It knows which tools an adapter sees and what its
-system prompt is; it runs no turn itself: ``session()`` gives the object that runs one
-conversation's turns (``mol.runtime.session.Session``). ``open_runtime``
-(``mol.runtime.app``) opens one with everything it needs and closes it all at the end.
+warm sandbox pool, the command hooks and the tracer (when tracing is on). It knows which
+tools an adapter sees and what its system prompt is; it runs no turn itself: ``session()``
+gives the object that runs one conversation's turns (``mol.runtime.session.Session``).
+``open_runtime`` (``mol.runtime.app``) opens one with everything it needs and closes it all
+at the end.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ class Runtime:
 
     def __init__(self, artifact: Artifact, *, engine: Engine | None = None,
                  engine_url: str | None = None, plugins: Any = None,
-                 toolsets: Sequence[Toolset] = (), sandbox_pool: Any = None) -> None:
+                 toolsets: Sequence[Toolset] = (), sandbox_pool: Any = None,
+                 tracer: Any = None) -> None:
         if plugins is None:
             from mol.plugins.manager import PluginManager
 
             plugins = PluginManager.for_artifact(artifact)
         self.artifact = artifact
-        self.engine = engine or LiteLLMEngine.from_artifact(artifact, engine_url)
+        self.tracer = tracer
+        """The ``mol.runtime.tracing`` tracer the sessions' turns are traced with, or None."""
+        engine = engine or LiteLLMEngine.from_artifact(artifact, engine_url)
+        self.engine = engine if tracer is None else tracer.engine(engine, artifact)
         self.plugins = plugins
         self.toolsets = list(toolsets)
         self.sandbox_pool = sandbox_pool

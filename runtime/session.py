@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.errors import ConversationError, EngineAdapterUnavailable
 from mol.core.tools import Approval, Later, Resources, ToolContext, Toolset, ToolWrapper, with_tool
 from mol.runtime import calls, lifecycle, loop, routing
@@ -66,6 +67,8 @@ class Session:
         self.resources = resources or Resources()
         self.observers: list[ev.Observer] = list(observers)
         """Told of every event of every turn, in order (``mol.runtime.turn.Turn.emit``)."""
+        if runtime.tracer is not None:  # first: a span learns an event before anyone reacts
+            self.observers.insert(0, tracing.observe)
         self.approve = approve
         self.elicit = elicit
         """The tools' ``ToolContext.elicit``: who answers MCP servers' requests for input."""
@@ -113,13 +116,21 @@ class Session:
         """Run one user turn: expand a slash command, run the hooks that open a turn, route
         (unless ``adapter`` pins it), answer with tools, summarize. ``params`` are the
         client's sampling parameters for the answer hop."""
-        from mol.runtime.opening import prepare
-
         doc = self.artifact.doc
         if adapter is not None and adapter not in doc.adapters:
             raise ConversationError(f"no adapter {adapter!r} to pin the turn to; the artifact "
                                     f"declares {', '.join(doc.adapter_names)}")
         turn = self._begin(TurnResult(adapter="", answer="", status="running"))
+        with self._traced(turn, text, adapter):
+            return await self._new_turn(turn, text, adapter, client_tools, stream, params)
+
+    async def _new_turn(self, turn: Turn, text: str, adapter: str | None,
+                        client_tools: list[dict[str, Any]] | None, stream: bool,
+                        params: dict[str, Any] | None) -> TurnResult:
+        """``turn``'s opening, route and answer (``turn`` says what)."""
+        from mol.runtime.opening import prepare
+
+        doc = self.artifact.doc
         first, self._started = not self._started, True
         opening = await prepare(self.artifact, self.conversation, self.runtime.hook_sets, text,
                                 turn.emit, first)
@@ -187,25 +198,26 @@ class Session:
         turn = self._begin(TurnResult(adapter=adapter, answer="", status="running",
                                       route=ev.PINNED))
         turn.record = record
-        await routing.decided(turn.emit, ev.RouteDecided(
-            adapter, "", False, "tool results go back to the adapter that issued the calls",
-            ev.PINNED))
-        cfg = await self._config(turn, adapter, client_tools, stream, params)
-        turn.adapter, turn.opens = adapter, False
-        given = {call_id: await self._resume(turn, cfg, call_id, answer)
-                 for call_id, answer in approvals.items()}
-        given.update(results)
-        waiting = open_calls(self.conversation.view(adapter))
-        order = [c for c in waiting if c in given] + [c for c in given if c not in waiting]
-        pending = [{"role": "tool", "tool_call_id": call_id, "content": given[call_id]}
-                   for call_id in order]
-        left = [c for c in waiting if c not in given]
-        if approvals or left:  # what an allowed tool did is stored before anything else
-            await turn.commit(pending, waiting=bool(left))
-            pending = []
-        if left:  # answers came for some of the calls only: the turn waits for the rest
-            return self._waiting(turn, left)
-        return await self._run(turn, cfg, pending)
+        with self._traced(turn, "", adapter):
+            await routing.decided(turn.emit, ev.RouteDecided(
+                adapter, "", False, "tool results go back to the adapter that issued the calls",
+                ev.PINNED))
+            cfg = await self._config(turn, adapter, client_tools, stream, params)
+            turn.adapter, turn.opens = adapter, False
+            given = {call_id: await self._resume(turn, cfg, call_id, answer)
+                     for call_id, answer in approvals.items()}
+            given.update(results)
+            waiting = open_calls(self.conversation.view(adapter))
+            order = [c for c in waiting if c in given] + [c for c in given if c not in waiting]
+            pending = [{"role": "tool", "tool_call_id": call_id, "content": given[call_id]}
+                       for call_id in order]
+            left = [c for c in waiting if c not in given]
+            if approvals or left:  # what an allowed tool did is stored before anything else
+                await turn.commit(pending, waiting=bool(left))
+                pending = []
+            if left:  # answers came for some of the calls only: the turn waits for the rest
+                return self._waiting(turn, left)
+            return await self._run(turn, cfg, pending)
 
     async def _resume(self, turn: Turn, cfg: loop.LoopConfig, call_id: str,
                       answer: Approval) -> str:
@@ -258,6 +270,13 @@ class Session:
     def _begin(self, result: TurnResult) -> Turn:
         self.current = Turn(self, result)
         return self.current
+
+    def _traced(self, turn: Turn, text: str, adapter: str | None) -> Any:
+        """The scope of ``turn``'s ``invoke_agent`` span (``mol.core.tracing``): a child of the
+        span current here (a server request's, an eval episode's), else a root of the
+        runtime's tracer; nothing when nothing traces."""
+        return tracing.root(self.runtime.tracer, "turn", turn=turn, text=text, adapter=adapter,
+                            conversation=self.conversation.id, artifact=self.artifact)
 
     async def _open(self, turn: Turn, decision: ev.RouteDecided, *, text: str,
                     client_tools: list[dict[str, Any]] | None, stream: bool,

@@ -16,6 +16,7 @@ from inspect import isawaitable
 from typing import Any
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.tools import Approval, Later
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.views import TurnRecord
@@ -112,17 +113,18 @@ class Turn:
         turn (the call is remembered as asked, ``Conversation.asked``)."""
         conversation = self.session.conversation
         remembered = conversation.approvals.get(call.name)
-        if remembered is not None:
-            answer = Approval(remembered, always=True)
-        elif self.session.approve is None:
+        if remembered is None and self.session.approve is None:
             return None
-        else:
-            given = await self.session.approve(call)
-            if isinstance(given, Later):  # stored with the commit that leaves the call open
-                conversation.ask(call.call_id, call.name, call.arguments, call.source)
-                return given
-            answer = given if isinstance(given, Approval) else Approval(bool(given))
-        await self.answered(call, answer, remembered is not None)
+        with tracing.span("approval", tool=call.name, call_id=call.call_id):
+            if remembered is not None:
+                answer = Approval(remembered, always=True)
+            else:
+                given = await self.session.approve(call)
+                if isinstance(given, Later):  # stored with the commit that leaves the call open
+                    conversation.ask(call.call_id, call.name, call.arguments, call.source)
+                    return given
+                answer = given if isinstance(given, Approval) else Approval(bool(given))
+            await self.answered(call, answer, remembered is not None)
         return answer
 
     async def answered(self, call: ToolCallInfo, answer: Approval,

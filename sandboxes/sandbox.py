@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from mol.core import tracing
 from mol.core.errors import SandboxError, ShellDied
 from mol.hcp.schema import SandboxConfig
 from mol.sandboxes import docker, owner
@@ -233,22 +234,27 @@ class Sandbox(SandboxFiles):
             raise ValueError("a command cannot contain a NUL byte")
         if not self.id:
             raise SandboxError("the sandbox is not running")
-        async with self._lock:
-            replaced = self._lost
-            if replaced:
-                await self._replace()
-            fresh = self._shell is None or not self._shell.alive
-            if fresh:
-                await self._new_shell()
-            assert self._shell is not None and self._control is not None
-            result = await self._shell.run(
-                command, timeout=timeout or self.config.timeout_sec,
-                limit=self.config.max_output_bytes, on_output=on_output, clean=clean)
-            if not self._control.alive:
-                await self._kill()
-            if fresh or replaced:
-                result = dataclasses.replace(result, fresh_shell=fresh, fresh_sandbox=replaced)
-            return result
+        timeout = timeout or self.config.timeout_sec
+        with tracing.span("sandbox", op="run", sandbox=self.id[:12], command=command,
+                          timeout=timeout) as span:
+            async with self._lock:
+                replaced = self._lost
+                if replaced:
+                    await self._replace()
+                fresh = self._shell is None or not self._shell.alive
+                if fresh:
+                    await self._new_shell()
+                assert self._shell is not None and self._control is not None
+                result = await self._shell.run(
+                    command, timeout=timeout, limit=self.config.max_output_bytes,
+                    on_output=on_output, clean=clean)
+                if not self._control.alive:
+                    await self._kill()
+                if fresh or replaced:
+                    result = dataclasses.replace(result, fresh_shell=fresh,
+                                                 fresh_sandbox=replaced)
+            span.note(result=result)
+        return result
 
 
 @contextlib.asynccontextmanager

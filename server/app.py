@@ -80,7 +80,8 @@ class ServerConfig:
 
 def create_app(config: ServerConfig) -> Any:
     """The ASGI app: ``Idempotency`` inside the auth middleware (without a key,
-    ``LoopbackOnly``)."""
+    ``LoopbackOnly``), inside the request spans (``Traced``, when the runtime traces),
+    inside the metrics' count."""
     from mol.genui.web import asset_route
     from mol.server.api.anthropic.route import count_tokens, create_message
     from mol.server.api.anthropic.thinking import Signer
@@ -101,6 +102,7 @@ def create_app(config: ServerConfig) -> Any:
     from mol.server.http.health import health
     from mol.server.http.idempotency import Idempotency
     from mol.server.http.metrics import Counted, Metrics, metrics
+    from mol.server.http.tracing import Traced
 
     routes = [
         Route("/health", health, methods=["GET"]),
@@ -135,7 +137,7 @@ def create_app(config: ServerConfig) -> Any:
     app.state.metrics = counts = Metrics()
     kept = Idempotency(app, max_body=config.max_body, body_timeout=config.body_timeout)
     guarded = LoopbackOnly(kept) if config.api_key is None else BearerAuth(kept, config.api_key)
-    return Counted(guarded, counts)
+    return Counted(Traced(guarded, app.state), counts)
 
 
 def _lifespan(config: ServerConfig) -> Any:
@@ -158,6 +160,7 @@ def _lifespan(config: ServerConfig) -> Any:
                    elicit_wait=config.elicitation_timeout) as runner,
         ):
             app.state.metrics.attach(runner)
+            app.state.tracer = runtime.tracer
             for session_id, index in store.interrupted:
                 log.warning("session %s: turn %d was interrupted by a restart",
                             session_id, index)

@@ -19,6 +19,9 @@ needs something marks the tests that use it (``FIXTURE_MARKERS``)::
     harbor        the harbor wheel at the version tests/harbormodels.py pins, downloaded
                   the way ./test downloads it ($MOL_TEST_HARBOR_CACHE or
                   ~/.cache/mol-tests/harbor): its ATIF models check the exports
+    phoenix       Arize Phoenix at the version ``PHOENIX_VERSION`` pins, the OTLP receiver
+                  of the tracing tests, in a venv of its own ($MOL_TEST_PHOENIX or
+                  ~/.cache/mol-tests/phoenix-VERSION; its pins clash with the suite's)
     npm(NAME)     the npm package NAME at the version ``NPM`` pins (NAME@VERSION where it
                   pins several), cached the way ./test caches it ($MOL_TEST_NPM_CACHE or
                   ~/.cache/mol-tests/npm; $MOL_TEST_CONFORMANCE_CACHE or
@@ -33,7 +36,7 @@ collect and write down what their tests need; the controller checks it, once, an
 the run. ``--collect-only`` checks nothing.
 
 The checks read the same environment variables as the tests (DOCKER_HOST,
-MOL_GENUI_HOME, MOL_TEST_NPM_CACHE, MOL_TEST_CONFORMANCE_CACHE, PATH); no other override
+MOL_GENUI_HOME, MOL_TEST_NPM_CACHE, MOL_TEST_CONFORMANCE_CACHE, MOL_TEST_PHOENIX, PATH); no other override
 exists. tests/test_services.py points DOCKER_HOST at a socket nobody listens on.
 """
 
@@ -124,6 +127,16 @@ def npm_package(name: str) -> NpmPackage:
     return found[0]
 
 
+PHOENIX_VERSION = "20.26.1"
+"""The ``arize-phoenix`` release the tracing tests export to (./test installs the same)."""
+
+
+def phoenix_home() -> Path:
+    """The venv holding Phoenix (``bin/phoenix``), as ./test makes it."""
+    default = Path.home() / ".cache" / "mol-tests" / f"phoenix-{PHOENIX_VERSION}"
+    return Path(os.environ.get("MOL_TEST_PHOENIX") or default)
+
+
 MARKER_NEEDS = {
     "docker": ("docker", "image"),
     "postgres": ("postgres",),
@@ -132,6 +145,7 @@ MARKER_NEEDS = {
     "ray": ("ray", "netns"),
     "local_engine": ("local",),
     "harbor": ("harbor",),
+    "phoenix": ("phoenix",),
 }
 """What each marker needs (``npm`` adds its package, node and the package's ``needs``)."""
 
@@ -142,6 +156,7 @@ FIXTURE_MARKERS = {
     "sandbox": "docker",
     "small_sandbox": "docker",
     "parent_run": "docker",
+    "phoenix": "phoenix",
 }
 """Fixtures that need a service: a test using one (even through another fixture) gets the
 marker. (A fixture reached only through ``request.getfixturevalue`` is not seen: mark such
@@ -323,6 +338,17 @@ def check_harbor() -> str | None:
             f"{SETUP} downloads it")
 
 
+def check_phoenix() -> str | None:
+    home = phoenix_home()
+    found = glob.glob(str(home / "lib" / "python*" / "site-packages"
+                          / f"arize_phoenix-{PHOENIX_VERSION}.dist-info"))
+    if found and os.access(home / "bin" / "phoenix", os.X_OK):
+        return None
+    return (f"Arize Phoenix {PHOENIX_VERSION}: not installed in {home}; python3 -m venv {home} "
+            f"&& {home}/bin/python -m pip install arize-phoenix=={PHOENIX_VERSION}, "
+            f"{SETUP} installs it")
+
+
 CHECKS: dict[str, Callable[[], str | None]] = {
     "docker": check_docker,
     "image": check_image,
@@ -335,6 +361,7 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "netns": check_netns,
     "local": check_local,
     "harbor": check_harbor,
+    "phoenix": check_phoenix,
 }
 """Every need, in the order their lines are printed."""
 

@@ -158,3 +158,4 @@ def test_the_pins_agree_with_the_tests_and_the_test_command():
                           f'{package.suffix}"')
     assert services.SANDBOX_IMAGE == DEFAULT_TAG
     assert services.SANDBOX_IMAGE in script
+    assert f"phoenix_version={services.PHOENIX_VERSION}\n" in script

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from mol.core import events as ev
+from mol.core import tracing
 from mol.core.errors import MCPError, MCPServerDied, MCPTimeout
 from mol.runtime.mcp import sdk
 from mol.runtime.mcp.process import ServerProcess
@@ -165,9 +166,13 @@ class Connection:
                 await emit(ev.ToolProgress(context.adapter, context.call_id, name, done, total,
                                            message or ""))
 
-        return await self.request(
-            self.client.call_tool(name, arguments, progress_callback=progress),
-            f"tool {name!r}")
+        with tracing.span("mcp", server=self.name, tool=name, protocol=self.protocol_version,
+                          transport="stdio" if self.config.command else "http") as span:
+            result = await self.request(
+                self.client.call_tool(name, arguments, progress_callback=progress),
+                f"tool {name!r}")
+            span.note(is_error=bool(getattr(result, "is_error", False)))
+        return result
 
     async def list_resource_templates(self) -> list[Any]:
         """Every resource template of the server; empty without the resources capability."""

@@ -133,6 +133,9 @@ class Flight:
     resumed_from: dict[str, Any] | None = None
     """The point where the turn waited for a person's approvals, when it went on from there:
     the names of that point name the turn's end (``mol.server.turns.marks.Names.settle``)."""
+    trace: Any = None
+    """The span current where the turn's request was made (its request's span, when
+    tracing is on): the turn's span is its child (``mol.core.tracing``)."""
 
 
 @dataclass(eq=False)

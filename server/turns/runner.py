@@ -45,6 +45,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from mol.core import tracing
 from mol.core.errors import (
     ConversationError,
     EngineError,
@@ -204,6 +205,8 @@ class Runner:
             return job
         self.active += 1
         self._idle = anyio.Event()
+        # The turn runs in the runner's group, whose context is not the request's.
+        job.flight.trace = tracing.current()
         assert self._group is not None
         self._group.start_soon(self._run, job)
         return job
@@ -239,7 +242,8 @@ class Runner:
         held: list[str] = []
         try:
             flight = job.flight
-            with flight.scope, anyio.fail_after(self.deadline) as flight.limit:
+            with (tracing.within(flight.trace), flight.scope,
+                  anyio.fail_after(self.deadline) as flight.limit):
                 conversation = await self.continuing.conversation(job.request, held)
                 flight.session_id, flight.conversation = conversation.id, conversation
                 result = await self._turn(conversation, job)
