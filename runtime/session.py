@@ -8,7 +8,11 @@
    is answered once by ``router.unavailable_fallback`` instead.
 3. **summary** (``mol.runtime.summary``): a short record of the turn, kept runtime-side and
    shown to the other adapters before their next turn; it never reaches the client, and
-   its failure never fails the turn.
+   its failure never fails the turn. Deferred (``mol.runtime.deferred``), it is written
+   for a segment of one adapter's turns, when another adapter is about to answer.
+
+With ``[router] speculate = "sticky"`` the answer on the conversation's last adapter starts
+with the route hop, and is used only when the route agrees (``mol.runtime.speculation``).
 
 A ``Session`` owns its turns: each one is a ``Turn`` (``mol.runtime.turn``) whose events
 go to the session's ``observers`` and whose consistent points go to its ``checkpoint``.
@@ -17,6 +21,7 @@ The shared parts (engine, plugins, toolsets, hooks) are the ``Runtime``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from fnmatch import fnmatchcase
@@ -28,12 +33,18 @@ import anyio
 from mol.core import events as ev
 from mol.core.errors import ConversationError, EngineAdapterUnavailable
 from mol.core.tools import Approval, Resources, ToolContext, ToolWrapper, with_tool
-from mol.runtime import lifecycle, loop, routing
+from mol.runtime import deferred, lifecycle, loop, routing, speculation
 from mol.runtime.engine import Engine
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.summary import summarize
 from mol.runtime.turn import Checkpoint, Turn, TurnResult
-from mol.runtime.views import Conversation, TurnRecord, adapter_of_call, new_call_id
+from mol.runtime.views import (
+    Conversation,
+    TurnRecord,
+    adapter_of_call,
+    new_call_id,
+    open_calls,
+)
 
 log = logging.getLogger("mol.harness")
 
@@ -118,18 +129,30 @@ class Session:
         text = opening.text
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
                             status="running")
-        if adapter is None:
-            decision = await routing.route(self.engine, self.artifact, text, turn.emit,
-                                           opening.labels)
-        else:
-            decision = await routing.decided(turn.emit, ev.RouteDecided(
-                adapter, "", False, "the client named the adapter", ev.PINNED))
-        record.route_raw, record.route_fallback = decision.raw, decision.fallback
-        self.conversation.turns.append(record)
-        turn.record = record
-        answer = partial(self._open, turn, text=text, client_tools=client_tools, stream=stream,
-                         params=params, opening=opening)
-        fallback = doc.unavailable_fallback
+        ahead = None if adapter is not None else await self._speculate(
+            turn, text, client_tools, stream, params, opening)
+        async with speculation.running(ahead):
+            if adapter is None:
+                decision = await routing.route(self.engine, self.artifact, text, turn.emit,
+                                               opening.labels)
+            else:
+                decision = await routing.decided(turn.emit, ev.RouteDecided(
+                    adapter, "", False, "the client named the adapter", ev.PINNED))
+            if ahead is not None and decision.adapter != ahead.adapter:
+                await ahead.decline(f"the route chose {decision.adapter}")
+            record.route_raw, record.route_fallback = decision.raw, decision.fallback
+            self.conversation.turns.append(record)
+            turn.record = record
+            answer = partial(self._open, turn, text=text, client_tools=client_tools,
+                             stream=stream, params=params, opening=opening, ahead=ahead)
+            return await self._answer(turn, decision, answer)
+
+    async def _answer(self, turn: Turn, decision: ev.RouteDecided, answer: Any) -> TurnResult:
+        """``answer`` on the decided adapter; when the engine has not loaded it, once more on
+        ``router.unavailable_fallback`` (unless the turn is pinned)."""
+        record = turn.record
+        assert record is not None
+        fallback = self.artifact.doc.unavailable_fallback
         retry = decision.how != ev.PINNED and fallback != decision.adapter
         try:
             return await answer(decision, retry=retry)
@@ -143,6 +166,26 @@ class Session:
             return await answer(await routing.decided(turn.emit, ev.RouteDecided(
                 fallback, decision.raw, True, f"{decision.adapter} is not loaded by the engine",
                 ev.FALLBACK)), retry=False)
+
+    async def _speculate(self, turn: Turn, text: str, client_tools: Any, stream: bool,
+                         params: dict[str, Any] | None, opening: Any) -> Any:
+        """With ``[router] speculate = "sticky"``: the answer request of the conversation's
+        last adapter, started ahead of the route (``mol.runtime.speculation``), or None."""
+        doc = self.artifact.doc
+        last = next((t.adapter for t in reversed(self.conversation.turns) if t.adapter), None)
+        if (doc.router.speculate != "sticky" or last is None
+                or not getattr(self.engine, "speculates", False)
+                or last not in (opening.labels or doc.route_labels)
+                or open_calls(self.conversation.view(last))):
+            return None
+        cfg = await self._config(turn, last, client_tools, stream, params, narrow=opening.narrow)
+        system = partial(self.runtime.system_prompt, last,
+                         self.runtime.by_policy(last, cfg.all_tools))
+        pending = self.conversation.begin(last, system, text, doc.views.others, opening.context)
+        messages, tools, first = loop.first_request(cfg, self.conversation.engine_view(last),
+                                                    pending)
+        return speculation.Speculation(self.engine, last, messages, tools, first, cfg.stream,
+                                       turn.emit)
 
     async def submit_tool_results(self, results: dict[str, str], *,
                                   client_tools: list[dict[str, Any]] | None = None,
@@ -170,6 +213,7 @@ class Session:
         await routing.decided(turn.emit, ev.RouteDecided(
             adapter, "", False, "tool results go back to the adapter that issued the calls",
             ev.PINNED))
+        await deferred.settle(self, turn, adapter)
         cfg = await self._config(turn, adapter, client_tools, stream, params)
         turn.adapter, turn.opens = adapter, False
         pending = [{"role": "tool", "tool_call_id": call_id, "content": content}
@@ -205,12 +249,16 @@ class Session:
 
     async def _open(self, turn: Turn, decision: ev.RouteDecided, *, text: str,
                     client_tools: list[dict[str, Any]] | None, stream: bool,
-                    params: dict[str, Any] | None, retry: bool, opening: Any) -> TurnResult:
-        """Answer a new turn on the decided adapter (its opening messages, then ``_run``)."""
+                    params: dict[str, Any] | None, retry: bool, opening: Any,
+                    ahead: Any = None) -> TurnResult:
+        """Answer a new turn on the decided adapter (the deferred summaries it has not seen,
+        its opening messages, then ``_run``); ``ahead``: its first request may be the one a
+        speculation started."""
         record, result = turn.record, turn.result
         assert record is not None
         adapter = record.adapter = result.adapter = decision.adapter
         result.route = decision.how
+        await deferred.settle(self, turn, adapter)
         # Nothing was answered yet: a machine that dies now loses only a turn just begun.
         await turn.checkpoint(durable=False)
         started = await lifecycle.subagent_start(self.runtime.hook_sets, self.conversation.id,
@@ -225,6 +273,8 @@ class Session:
         messages = self.conversation.begin(adapter, system, text,
                                            self.artifact.doc.views.others,
                                            opening.context + started.context)
+        if ahead is not None and ahead.adapter == adapter:
+            cfg = dataclasses.replace(cfg, engine=speculation.Adopting(cfg.engine, ahead))
         return await self._run(turn, cfg, messages, retry=retry)
 
     async def _run(self, turn: Turn, cfg: loop.LoopConfig, pending: list[dict[str, Any]],
@@ -253,6 +303,16 @@ class Session:
         record.answer = result.answer = outcome.answer
         await turn.emit(ev.Answered(adapter, record.answer, outcome.stopped, outcome.reasoning,
                                     outcome.finish_reason, outcome.stop_sequence))
+        if not deferred.deferred(self.artifact, adapter):  # else its segment waits for a reader
+            await self._summarize(turn, record)
+        record.status, result.status = "complete", "complete"
+        await turn.checkpoint()
+        return result
+
+    async def _summarize(self, turn: Turn, record: TurnRecord) -> None:
+        """The summary of the turn just answered, queued for the other adapters unless a
+        ``SubagentStop`` hook keeps it from them."""
+        adapter = record.adapter
         await summarize(self.engine, self.artifact, record, self.conversation.view(adapter),
                         turn.emit)
         handed = await lifecycle.subagent_stop(self.runtime.hook_sets, self.conversation.id,
@@ -261,9 +321,17 @@ class Session:
         if handed.blocked is None:
             self.conversation.share_summary(adapter, record.summary,
                                             self.artifact.doc.adapter_names, record.user)
-        record.status, result.status = "complete", "complete"
+
+    async def settle(self) -> int:
+        """Write the deferred summaries still open (``[summary] when = "deferred"``) and
+        checkpoint them: the conversation goes idle (``mol serve`` after ``idle_after`` quiet
+        seconds, ``mol chat`` at exit). Returns how many segments were summarized."""
+        if not deferred.open_segments(self.conversation):
+            return 0
+        turn = Turn(self, TurnResult(adapter="", answer="", status="summary"))
+        done = await deferred.settle(self, turn)
         await turn.checkpoint()
-        return result
+        return done
 
     async def _config(self, turn: Turn, adapter: str,
                       client_tools: list[dict[str, Any]] | None, stream: bool,

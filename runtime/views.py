@@ -192,6 +192,9 @@ class Conversation:
     approvals: dict[str, bool] = field(default_factory=dict)
     """Tool -> the answer a person gave for every call of it in this conversation (allow
     always: True; reject always: False)."""
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    """Deferred summaries written so far, oldest first: ``{adapter, turns, summary, ok}``,
+    one per segment of one adapter's consecutive turns (``mol.runtime.deferred``)."""
 
     revision: int = 0
     """How many times the store saved this conversation (0: never); a save that does not
@@ -293,5 +296,5 @@ class Conversation:
         return cls(id=data["id"], views=data.get("views", {}), pending=data.get("pending", {}),
                    turns=turns, notes=data.get("notes", {}),
                    compactions=data.get("compactions", {}), measures=data.get("measures", {}),
-                   approvals=data.get("approvals", {}),
+                   approvals=data.get("approvals", {}), segments=data.get("segments", []),
                    revision=data.get("revision", 0))

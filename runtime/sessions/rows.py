@@ -38,7 +38,8 @@ def load(db: Any, session_id: str, where: str) -> Conversation:
                         turns=turns, notes=state.get("notes", {}),
                         compactions=state.get("compactions", {}),
                         measures=state.get("measures", {}),
-                        approvals=state.get("approvals", {}), revision=row[1])
+                        approvals=state.get("approvals", {}),
+                        segments=state.get("segments", []), revision=row[1])
 
 
 def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: TurnLog,
@@ -52,7 +53,8 @@ def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: Tu
     state = json.dumps({"pending": conversation.pending, "notes": conversation.notes,
                         "compactions": conversation.compactions,
                         "measures": conversation.measures,
-                        "approvals": conversation.approvals}, ensure_ascii=False)
+                        "approvals": conversation.approvals,
+                        "segments": conversation.segments}, ensure_ascii=False)
     revision = conversation.revision
     if revision == 0:
         exists = db.execute("SELECT revision FROM sessions WHERE id = ?",

@@ -24,6 +24,9 @@ holding its lease but no slot; the request answering it becomes the next job of
 the turn (``Job.chain``): the rest of the turn's events, its outcome and its
 marks go to the jobs of the chain.
 
+A conversation whose turns leave deferred summaries open has them written once it has been
+quiet for ``[summary] idle_after`` seconds (``mol.server.turns.idle``).
+
 Each turn is a runtime ``Session`` on the stored conversation; the runner is one of its
 observers (``_forward`` passes the events to the job the turn answers now), the metrics
 another. What a turn raises is put in its job as it is: the HTTP room maps it.
@@ -64,6 +67,7 @@ from mol.runtime import (
 from mol.server.turns.admission import Admission
 from mol.server.turns.continuing import Continuing
 from mol.server.turns.elicitation import WAIT, Elicitations, opted_in
+from mol.server.turns.idle import Idle
 from mol.server.turns.jobs import Flight, Job, JobItem, TurnRequest
 from mol.server.turns.leases import Leases
 from mol.server.turns.marks import Names, abandon_waiting
@@ -149,6 +153,8 @@ class Runner:
         self.elicitations = Elicitations(self._hand_over, elicit_wait)
         """Turns suspended on an MCP server's request for input, waiting for their client."""
         self.continuing = Continuing(runtime, store, self.leases, self.elicitations)
+        self.idle = Idle(runtime, store, self.leases, deadline, metrics)
+        """Conversations gone quiet with deferred summaries open (``mol.server.turns.idle``)."""
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
@@ -229,8 +235,11 @@ class Runner:
             with flight.scope, anyio.fail_after(self.deadline) as flight.limit:
                 conversation = await self.continuing.conversation(job.request, held)
                 flight.session_id, flight.conversation = conversation.id, conversation
+                self.idle.started(conversation.id)
                 result = await self._turn(conversation, job)
                 await self.names.settle(job.chain(), conversation)
+                assert self._group is not None
+                self.idle.ended(self._group, conversation, job.request.persist)
             job.current().put(TurnCancelled("the response was cancelled before it completed")
                               if flight.scope.cancelled_caught else result)
         except TimeoutError:
