@@ -273,7 +273,9 @@ class Session:
         messages = self.conversation.begin(adapter, system, text,
                                            self.artifact.doc.views.others,
                                            opening.context + started.context)
-        if ahead is not None and ahead.adapter == adapter:
+        # A guess already cancelled (the route chose another adapter, whose engine then
+        # fell back to this one) is not taken: this answer makes its own request.
+        if ahead is not None and ahead.adapter == adapter and not ahead.decided:
             cfg = dataclasses.replace(cfg, engine=speculation.Adopting(cfg.engine, ahead))
         return await self._run(turn, cfg, messages, retry=retry)
 

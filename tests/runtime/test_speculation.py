@@ -239,3 +239,25 @@ async def test_no_guess_without_a_last_adapter_a_route_hop_or_an_engine_that_all
             off = await h.turn("two @L2")
     for result in (pinned, wrapped, off):
         assert not [e for e in result.events if isinstance(e, ev.Speculated)]
+
+
+async def test_a_guess_cancelled_for_another_route_is_not_taken_by_its_fallback(tmp_path):
+    # The route picks L1, which the engine has not loaded; the unavailable fallback is L2,
+    # the adapter guessed and cancelled: L2 answers with a request of its own.
+    artifact = hcp(tmp_path)
+    path = tmp_path / "mol.toml"
+    path.write_text(path.read_text().replace(
+        'speculate = "sticky"', 'speculate = "sticky"\nunavailable_fallback = "L2"'))
+    artifact = load(path)
+    rules = ('[[L1]]\nwhen = "two @L1"\nerror = { kind = "adapter_not_loaded" }\n'
+             + script(wrong_delay=2, wrong='reply = "L2 took the turn over"'))
+    async with ScriptedEngine.serve(rules) as engine, session(artifact, engine) as h:
+        await h.turn("one @L2", stream=True)
+        second = await h.turn("two @L1", stream=True)
+    assert (second.adapter, second.route, second.answer) == (
+        "L2", "fallback", "L2 took the turn over")
+    assert streamed(second.events) == "L2 took the turn over"
+    asked = [r for r in engine.requests_for("L2") if "two @L1" in json.dumps(r["body"])
+             and r["body"]["messages"][0]["content"].startswith("You code")]
+    assert [bool(r.get("cancelled")) for r in asked] == [True, False]
+    assert [e.held for e in second.events if isinstance(e, ev.Speculated)] == [False]
