@@ -53,6 +53,20 @@ class RouteDecided(Event):
 
 
 @dataclass(frozen=True)
+class Speculated(Event):
+    """Whether the answer started ahead on the conversation's last adapter, before the route
+    was known (``[router] speculate = "sticky"``), became the turn's answer (``held``) or
+    was cancelled unseen, and why."""
+
+    adapter: str
+    """The adapter asked ahead: the conversation's last one."""
+    held: bool
+    reason: str = ""
+    """Why it did not hold (the route chose another adapter, ...); empty when it held."""
+    type: str = _kind("speculation")
+
+
+@dataclass(frozen=True)
 class ModelCalled(Event):
     """One engine request finished."""
 

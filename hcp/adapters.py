@@ -50,6 +50,12 @@ class RouterConfig(Model):
     """Let a reasoning model think on the routing hop. False sends ``engine.thinking_off``
     (with a reasoning parser on, a thinking router would put its label in
     ``reasoning_content`` and leave the reply empty)."""
+    speculate: Literal["off", "sticky"] = "off"
+    """``off``: the answer hop starts once the route is known. ``sticky``: the answer hop on
+    the conversation's last adapter starts at the same time as the route hop; when the route
+    agrees, that answer goes on (its first token as if there were no route hop), else it is
+    cancelled unseen and the routed adapter answers. Costs one cancelled request per
+    switch of adapter."""
 
     @field_validator("labels")
     @classmethod
@@ -207,6 +213,17 @@ class SummaryConfig(Model):
     """Adapters whose turns get no summary hop (a plain truncated record is kept instead)."""
     thinking: bool = False
     """Let a reasoning model think on the summary hop; false sends ``engine.thinking_off``."""
+    when: Literal["eager", "deferred"] = "eager"
+    """``deferred``: the turns not summarized yet form a segment, summarized in one request
+    only when another adapter is about to answer or when the conversation goes idle (see
+    ``idle_after``). ``eager``: one summary request after every turn, behind its reply (a
+    switch of adapter never waits for a summary, at a request per turn). Turns of ``skip``
+    adapters keep their plain record at once either way."""
+    idle_after: float = Field(default=60.0, ge=0, le=86400)
+    """With ``deferred``: seconds without a new turn after which ``mol serve`` summarizes a
+    conversation's open segment in the background, so that the next switch of adapter does
+    not wait for it (0: only when another adapter is about to answer); ``mol chat
+    --session`` summarizes it at exit."""
 
 
 class ViewsConfig(Model):

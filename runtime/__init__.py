@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mol.runtime import serving
     from mol.runtime.app import collect_orphans, open_engine, open_mcp_servers, open_runtime
+    from mol.runtime.deferred import open_segments, segment_of
     from mol.runtime.engine import (
         Completion,
         Engine,
@@ -72,15 +73,16 @@ _EXPORTS = {
     "start_import": "engine",
     "DEFAULT_SUMMARY_PROMPT": "summary",
     "open_tracer": "tracing",
+    "open_segments": "deferred", "segment_of": "deferred",
 }
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
            "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
            "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
            "adapter_of_call", "collect_orphans", "held", "new_call_id", "new_owner",
-           "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_store",
-           "open_tracer",
-           "preload", "serving", "start_import", "store_url_for"]
+           "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_segments",
+           "open_store", "open_tracer", "preload", "segment_of", "serving", "start_import",
+           "store_url_for"]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,7 +27,8 @@ from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.loopio import LoopConfig, LoopHost, LoopOutcome
 from mol.runtime.views import check_steps
 
-__all__ = ["LoopConfig", "LoopHost", "LoopOutcome", "answer_params", "asked_calls", "run",
+__all__ = ["LoopConfig", "LoopHost", "LoopOutcome", "answer_params", "asked_calls",
+           "first_request", "run",
            "tool_specs"]
 
 FIRST_STEP_ONLY = ("tool_choice",)
@@ -56,6 +57,21 @@ def tool_specs(cfg: LoopConfig) -> list[dict[str, Any]]:
     return specs
 
 
+def first_params(cfg: LoopConfig, specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parameters of the loop's first request (``answer_params``, without the
+    tool-only ones when there are no tools)."""
+    params = answer_params(cfg.config, cfg.overrides)
+    return params if specs else {k: v for k, v in params.items() if k not in TOOLS_ONLY}
+
+
+def first_request(cfg: LoopConfig, view: list[dict[str, Any]], pending: list[dict[str, Any]]
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]]:
+    """``(messages, tools, params)`` of the loop's first request on ``view + pending`` when
+    no compaction intervenes: what a speculative answer asks (``mol.runtime.speculation``)."""
+    specs = tool_specs(cfg)
+    return view + pending, specs or None, first_params(cfg, specs)
+
+
 async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
               pending: list[dict[str, Any]],
               outcome: LoopOutcome | None = None) -> LoopOutcome:
@@ -64,9 +80,7 @@ async def run(cfg: LoopConfig, host: LoopHost, view: list[dict[str, Any]],
     cfg = _charging(cfg, host, outcome)
     view = list(view)  # a snapshot: commits extend the conversation's own list
     specs = tool_specs(cfg)
-    params = answer_params(cfg.config, cfg.overrides)
-    if not specs:
-        params = {k: v for k, v in params.items() if k not in TOOLS_ONLY}
+    params = first_params(cfg, specs)
     steps = 0
     while True:
         if steps >= cfg.config.max_steps:

@@ -8,7 +8,11 @@
    is answered once by ``router.unavailable_fallback`` instead.
 3. **summary** (``mol.runtime.summary``): a short record of the turn, kept runtime-side and
    shown to the other adapters before their next turn; it never reaches the client, and
-   its failure never fails the turn.
+   its failure never fails the turn. Deferred (``mol.runtime.deferred``), it is written
+   for a segment of one adapter's turns, when another adapter is about to answer.
+
+With ``[router] speculate = "sticky"`` the answer on the conversation's last adapter starts
+with the route hop, and is used only when the route agrees (``mol.runtime.speculation``).
 
 A ``Session`` owns its turns: each one is a ``Turn`` (``mol.runtime.turn``) whose events
 go to the session's ``observers`` and whose consistent points go to its ``checkpoint``.
@@ -17,9 +21,9 @@ The shared parts (engine, plugins, toolsets, hooks) are the ``Runtime``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from fnmatch import fnmatchcase
 from functools import partial
 from typing import Any
 
@@ -28,9 +32,10 @@ import anyio
 from mol.core import events as ev
 from mol.core import tracing
 from mol.core.errors import ConversationError, EngineAdapterUnavailable
-from mol.core.tools import Approval, Later, Resources, ToolContext, Toolset, ToolWrapper, with_tool
-from mol.runtime import calls, lifecycle, loop, routing
+from mol.core.tools import Approval, Later, Resources, Toolset, ToolWrapper
+from mol.runtime import deferred, lifecycle, loop, resumption, routing, speculation
 from mol.runtime.engine import Engine
+from mol.runtime.equip import equip
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.summary import summarize
 from mol.runtime.turn import Checkpoint, Turn, TurnResult
@@ -130,7 +135,6 @@ class Session:
         """``turn``'s opening, route and answer (``turn`` says what)."""
         from mol.runtime.opening import prepare
 
-        doc = self.artifact.doc
         first, self._started = not self._started, True
         opening = await prepare(self.artifact, self.conversation, self.runtime.hook_sets, text,
                                 turn.emit, first)
@@ -139,18 +143,30 @@ class Session:
         text = opening.text
         record = TurnRecord(index=len(self.conversation.turns), adapter="", user=text,
                             status="running")
-        if adapter is None:
-            decision = await routing.route(self.engine, self.artifact, text, turn.emit,
-                                           opening.labels)
-        else:
-            decision = await routing.decided(turn.emit, ev.RouteDecided(
-                adapter, "", False, "the client named the adapter", ev.PINNED))
-        record.route_raw, record.route_fallback = decision.raw, decision.fallback
-        self.conversation.turns.append(record)
-        turn.record = record
-        answer = partial(self._open, turn, text=text, client_tools=client_tools, stream=stream,
-                         params=params, opening=opening)
-        fallback = doc.unavailable_fallback
+        ahead = None if adapter is not None else await self._speculate(
+            turn, text, client_tools, stream, params, opening)
+        async with speculation.running(ahead):
+            if adapter is None:
+                decision = await routing.route(self.engine, self.artifact, text, turn.emit,
+                                               opening.labels)
+            else:
+                decision = await routing.decided(turn.emit, ev.RouteDecided(
+                    adapter, "", False, "the client named the adapter", ev.PINNED))
+            if ahead is not None and decision.adapter != ahead.adapter:
+                await ahead.decline(f"the route chose {decision.adapter}")
+            record.route_raw, record.route_fallback = decision.raw, decision.fallback
+            self.conversation.turns.append(record)
+            turn.record = record
+            answer = partial(self._open, turn, text=text, client_tools=client_tools,
+                             stream=stream, params=params, opening=opening, ahead=ahead)
+            return await self._answer(turn, decision, answer)
+
+    async def _answer(self, turn: Turn, decision: ev.RouteDecided, answer: Any) -> TurnResult:
+        """``answer`` on the decided adapter; when the engine has not loaded it, once more on
+        ``router.unavailable_fallback`` (unless the turn is pinned)."""
+        record = turn.record
+        assert record is not None
+        fallback = self.artifact.doc.unavailable_fallback
         retry = decision.how != ev.PINNED and fallback != decision.adapter
         try:
             return await answer(decision, retry=retry)
@@ -164,6 +180,26 @@ class Session:
             return await answer(await routing.decided(turn.emit, ev.RouteDecided(
                 fallback, decision.raw, True, f"{decision.adapter} is not loaded by the engine",
                 ev.FALLBACK)), retry=False)
+
+    async def _speculate(self, turn: Turn, text: str, client_tools: Any, stream: bool,
+                         params: dict[str, Any] | None, opening: Any) -> Any:
+        """With ``[router] speculate = "sticky"``: the answer request of the conversation's
+        last adapter, started ahead of the route (``mol.runtime.speculation``), or None."""
+        doc = self.artifact.doc
+        last = next((t.adapter for t in reversed(self.conversation.turns) if t.adapter), None)
+        if (doc.router.speculate != "sticky" or last is None
+                or not getattr(self.engine, "speculates", False)
+                or last not in (opening.labels or doc.route_labels)
+                or open_calls(self.conversation.view(last))):
+            return None
+        cfg = await equip(self, turn, last, client_tools, stream, params, narrow=opening.narrow)
+        system = partial(self.runtime.system_prompt, last,
+                         self.runtime.by_policy(last, cfg.all_tools))
+        pending = self.conversation.begin(last, system, text, doc.views.others, opening.context)
+        messages, tools, first = loop.first_request(cfg, self.conversation.engine_view(last),
+                                                    pending)
+        return speculation.Speculation(self.engine, last, messages, tools, first, cfg.stream,
+                                       turn.emit)
 
     async def submit_tool_results(self, results: dict[str, str], *,
                                   approvals: dict[str, Approval] | None = None,
@@ -202,47 +238,14 @@ class Session:
             await routing.decided(turn.emit, ev.RouteDecided(
                 adapter, "", False, "tool results go back to the adapter that issued the calls",
                 ev.PINNED))
-            cfg = await self._config(turn, adapter, client_tools, stream, params)
+            await deferred.settle(self, turn, adapter)
+            cfg = await equip(self, turn, adapter, client_tools, stream, params)
             turn.adapter, turn.opens = adapter, False
-            given = {call_id: await self._resume(turn, cfg, call_id, answer)
-                     for call_id, answer in approvals.items()}
-            given.update(results)
-            waiting = open_calls(self.conversation.view(adapter))
-            order = [c for c in waiting if c in given] + [c for c in given if c not in waiting]
-            pending = [{"role": "tool", "tool_call_id": call_id, "content": given[call_id]}
-                       for call_id in order]
-            left = [c for c in waiting if c not in given]
-            if approvals or left:  # what an allowed tool did is stored before anything else
-                await turn.commit(pending, waiting=bool(left))
-                pending = []
+            pending, left = await resumption.answers(self.conversation, turn, cfg, results,
+                                                     approvals)
             if left:  # answers came for some of the calls only: the turn waits for the rest
-                return self._waiting(turn, left)
+                return resumption.still_waiting(self.conversation, turn, left)
             return await self._run(turn, cfg, pending)
-
-    async def _resume(self, turn: Turn, cfg: loop.LoopConfig, call_id: str,
-                      answer: Approval) -> str:
-        """The result of the call ``call_id`` a person answered after its turn."""
-        asked = self.conversation.asked[call_id]
-        call = ToolCallInfo(asked["name"], asked["arguments"], call_id, cfg.adapter,
-                            asked.get("source", "builtin"))
-        result = await calls.resume(cfg, turn, call, answer)
-        self.conversation.close_asked(call_id, ("was allowed" if answer.allow else
-                                                "was denied") + (f": {answer.reason}"
-                                                                 if answer.reason else ""))
-        return result.content
-
-    def _waiting(self, turn: Turn, left: list[str]) -> TurnResult:
-        """The turn waits again (stored so by the commit before), for the calls ``left``."""
-        result = turn.result
-        view = self.conversation.view(turn.adapter)
-        message = next(m for m in reversed(view) if m.get("tool_calls"))
-        asked = self.conversation.asked
-        result.client_calls = [c for c in message["tool_calls"]
-                               if c["id"] in left and c["id"] not in asked]
-        result.asked = [{"id": c, **{k: asked[c][k] for k in ("name", "arguments", "source")}}
-                        for c in left if c in asked and "ended" not in asked[c]]
-        result.status, result.stopped = "waiting", "client_tools"
-        return result
 
     async def compact(self, adapter: str | None = None,
                       instructions: str = "") -> list[ev.Compacted]:
@@ -261,7 +264,7 @@ class Session:
                                            if self.conversation.views.get(a)]
         turn = Turn(self, TurnResult(adapter=adapter or "", answer="", status="compaction"))
         for name in names:
-            cfg = await self._config(turn, name, None, False, None)
+            cfg = await equip(self, turn, name, None, False, None)
             turn.adapter = name
             await compaction.compact(turn, name, "manual", instructions,
                                      tools=loop.tool_specs(cfg) or None)
@@ -280,17 +283,21 @@ class Session:
 
     async def _open(self, turn: Turn, decision: ev.RouteDecided, *, text: str,
                     client_tools: list[dict[str, Any]] | None, stream: bool,
-                    params: dict[str, Any] | None, retry: bool, opening: Any) -> TurnResult:
-        """Answer a new turn on the decided adapter (its opening messages, then ``_run``)."""
+                    params: dict[str, Any] | None, retry: bool, opening: Any,
+                    ahead: Any = None) -> TurnResult:
+        """Answer a new turn on the decided adapter (the deferred summaries it has not seen,
+        its opening messages, then ``_run``); ``ahead``: its first request may be the one a
+        speculation started."""
         record, result = turn.record, turn.result
         assert record is not None
         adapter = record.adapter = result.adapter = decision.adapter
         result.route = decision.how
+        await deferred.settle(self, turn, adapter)
         # Nothing was answered yet: a machine that dies now loses only a turn just begun.
         await turn.checkpoint(durable=False)
         started = await lifecycle.subagent_start(self.runtime.hook_sets, self.conversation.id,
                                                  adapter, record.index, turn.emit)
-        cfg = await self._config(turn, adapter, client_tools, stream, params,
+        cfg = await equip(self, turn, adapter, client_tools, stream, params,
                                  narrow=opening.narrow)
         turn.adapter, turn.opens = adapter, True
         # The system prompt lists the adapter's tools by policy, not the turn's narrowing by a
@@ -300,6 +307,10 @@ class Session:
         messages = self.conversation.begin(adapter, system, text,
                                            self.artifact.doc.views.others,
                                            opening.context + started.context)
+        # A guess already cancelled (the route chose another adapter, whose engine then
+        # fell back to this one) is not taken: this answer makes its own request.
+        if ahead is not None and ahead.adapter == adapter and not ahead.decided:
+            cfg = dataclasses.replace(cfg, engine=speculation.Adopting(cfg.engine, ahead))
         return await self._run(turn, cfg, messages, retry=retry)
 
     async def _run(self, turn: Turn, cfg: loop.LoopConfig, pending: list[dict[str, Any]],
@@ -329,6 +340,16 @@ class Session:
         record.answer = result.answer = outcome.answer
         await turn.emit(ev.Answered(adapter, record.answer, outcome.stopped, outcome.reasoning,
                                     outcome.finish_reason, outcome.stop_sequence))
+        if not deferred.deferred(self.artifact, adapter):  # else its segment waits for a reader
+            await self._summarize(turn, record)
+        record.status, result.status = "complete", "complete"
+        await turn.checkpoint()
+        return result
+
+    async def _summarize(self, turn: Turn, record: TurnRecord) -> None:
+        """The summary of the turn just answered, queued for the other adapters unless a
+        ``SubagentStop`` hook keeps it from them."""
+        adapter = record.adapter
         await summarize(self.engine, self.artifact, record, self.conversation.view(adapter),
                         turn.emit)
         handed = await lifecycle.subagent_stop(self.runtime.hook_sets, self.conversation.id,
@@ -337,34 +358,17 @@ class Session:
         if handed.blocked is None:
             self.conversation.share_summary(adapter, record.summary,
                                             self.artifact.doc.adapter_names, record.user)
-        record.status, result.status = "complete", "complete"
-        await turn.checkpoint()
-        return result
 
-    async def _config(self, turn: Turn, adapter: str,
-                      client_tools: list[dict[str, Any]] | None, stream: bool,
-                      params: dict[str, Any] | None,
-                      narrow: list[str] | None = None) -> loop.LoopConfig:
-        """What the loop works with for ``adapter``; ``narrow`` keeps only the tools
-        matching those patterns (a slash command's ``allowed-tools``)."""
-        all_tools = await self.all_tools(adapter)
-        config = self.artifact.doc.adapter(adapter)
-        review = _review(adapter, config, turn.emit)
-        if review is not None and config.genui.tool:  # type: ignore[union-attr]
-            all_tools = with_tool(all_tools, review.tool())
-        turn.reviewer = review.answer if review is not None else None
-        tools = self.runtime.by_policy(adapter, all_tools)
-        if narrow is not None:
-            tools = {n: t for n, t in tools.items() if any(fnmatchcase(n, p) for p in narrow)}
-        context = ToolContext(adapter=adapter, session_id=self.conversation.id,
-                              artifact=self.artifact, resources=self.resources,
-                              sandbox_pool=self.runtime.sandbox_pool, elicit=self.elicit)
-        return loop.LoopConfig(
-            engine=self.engine, adapter=adapter, config=config, tools=tools,
-            all_tools=all_tools, client_tools=_client_tools(client_tools), context=context,
-            tool_hooks=self.runtime.tool_hooks,
-            hook_sets=[s for s in self.runtime.hook_sets if s.applies(adapter)],
-            stream=stream and review is None, overrides=dict(params or {}))
+    async def settle(self) -> int:
+        """Write the deferred summaries still open (``[summary] when = "deferred"``) and
+        checkpoint them: the conversation goes idle (``mol serve`` after ``idle_after`` quiet
+        seconds, ``mol chat`` at exit). Returns how many segments were summarized."""
+        if not deferred.open_segments(self.conversation):
+            return 0
+        turn = Turn(self, TurnResult(adapter="", answer="", status="summary"))
+        done = await deferred.settle(self, turn)
+        await turn.checkpoint()
+        return done
 
     async def _refused(self, turn: Turn, text: str, reason: str) -> TurnResult:
         """A turn a ``UserPromptSubmit`` hook blocked: recorded, but no model and no view
@@ -380,22 +384,3 @@ class Session:
         await turn.emit(ev.Answered("", result.answer, result.stopped))
         return result
 
-
-def _review(adapter: str, config: Any, emit: Callable[[ev.Event], Awaitable[None]]) -> Any:
-    """The turn's GenUI checks when the adapter has them on. Its answers are then not
-    streamed: a UI reaches the client only once checked (or out of repair rounds)."""
-    if config.genui is None or not config.genui.enabled:
-        return None
-    from mol.genui.review import Review
-
-    return Review(adapter, config.genui, emit)
-
-
-def _client_tools(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """Client-provided OpenAI ``tools`` entries by function name."""
-    out: dict[str, dict[str, Any]] = {}
-    for entry in tools or []:
-        function = entry.get("function") if isinstance(entry, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            out[function["name"]] = entry
-    return out

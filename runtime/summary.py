@@ -4,7 +4,9 @@
 It reads the turn flattened to text (``input = "text"``) or the turn's own messages, tool
 calls and results included, with long contents cut (``input = "trace"``). Thinking is off
 unless ``summary.thinking``. Turns of the ``skip`` adapters, a disabled hop and a failed
-call keep a plain truncated record instead; a failure never fails the turn.
+call keep a plain truncated record instead; a failure never fails the turn. A deferred
+segment (``mol.runtime.deferred``: several consecutive turns of one adapter) is summarized
+the same way, in one request.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ DEFAULT_SUMMARY_PROMPT = (
     "Summarize the turn below for the other specialists of this assistant in at most two "
     "sentences: what the user wanted, what was done and the outcome. Plain text."
 )
+DEFAULT_SEGMENT_PROMPT = (
+    "Summarize the turns below for the other specialists of this assistant in at most three "
+    "sentences: what the user wanted, what was done and the outcome. Plain text."
+)
+"""The built-in prompt for a deferred segment of several turns (``[summary] when``)."""
 SUMMARY_INPUT_LIMIT = 4000
 """Characters of the turn the summary hop reads (long texts are cut in the middle)."""
 TRACE_STEPS = 12
@@ -51,11 +58,14 @@ def with_identity(messages: list[dict[str, Any]], identity: str) -> list[dict[st
     return [{"role": "system", "content": identity}, *out]
 
 
-def trace(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The last turn of a view as it happened: its user message, the tool calls with their
-    results, the answer; at most ``TRACE_STEPS`` steps, each content cut to its share."""
+def trace(view: list[dict[str, Any]], start: int | None = None) -> list[dict[str, Any]]:
+    """The last turn of a view as it happened (or the turns from index ``start`` on): its
+    user message, the tool calls with their results, the answer; at most ``TRACE_STEPS``
+    steps, each content cut to its share."""
     starts = [i for i, m in enumerate(view) if m.get("role") == "user"]
-    turn = view[starts[-1]:] if starts else list(view)
+    if start is None:
+        start = starts[-1] if starts else 0
+    turn = view[start:]
     steps: list[list[dict[str, Any]]] = []
     for message in turn[1:]:
         if message.get("role") == "tool" and steps:
@@ -74,31 +84,64 @@ def trace(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summary_request(artifact: Any, record: TurnRecord,
                     view: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages of the summary hop for ``record`` (identity included)."""
-    prompt = artifact.prompt("summary.prompt") or DEFAULT_SUMMARY_PROMPT
+    return segment_request(artifact, [record], view)
+
+
+def segment_request(artifact: Any, records: list[TurnRecord],
+                    view: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of the summary hop for ``records``, consecutive turns of one adapter
+    whose view is ``view`` (one turn: the request ``summary_request`` makes)."""
+    prompt = artifact.prompt("summary.prompt") or (
+        DEFAULT_SUMMARY_PROMPT if len(records) == 1 else DEFAULT_SEGMENT_PROMPT)
     if artifact.doc.summary.input == "trace":
-        messages = [*trace(view), {"role": "user", "content": prompt}]
+        start = None if len(records) == 1 else segment_start(view, records)
+        messages = [*trace(view, start), {"role": "user", "content": prompt}]
     else:
-        tools = ", ".join(record.tools) or "none"
-        body = cut(f"User: {record.user}\n\nAnswered by {record.adapter}: {record.answer}\n\n"
-                   f"Tools used: {tools}", SUMMARY_INPUT_LIMIT)
+        share = max(200, SUMMARY_INPUT_LIMIT // len(records))
+        body = "\n\n---\n\n".join(cut(_flat(record), share) for record in records)
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": body}]
     return with_identity(messages, artifact.prompt("model.identity"))
 
 
-async def summarize(engine: Engine, artifact: Any, record: TurnRecord,
-                    view: list[dict[str, Any]], emit: Emit) -> None:
-    """Write ``record.summary`` (and ``summary_ok``) for the turn just answered."""
+def _flat(record: TurnRecord) -> str:
+    tools = ", ".join(record.tools) or "none"
+    return (f"User: {record.user}\n\nAnswered by {record.adapter}: {record.answer}\n\n"
+            f"Tools used: {tools}")
+
+
+def segment_start(view: list[dict[str, Any]], records: list[TurnRecord]) -> int | None:
+    """Where the first of ``records`` starts in ``view``: its user message, found walking
+    back past the user messages of the later ones (None when one is not there)."""
+    at: int | None = len(view)
+    for record in reversed(records):
+        at = next((i for i in range(at - 1, -1, -1) if view[i].get("role") == "user"
+                   and view[i].get("content") == record.user), None)
+        if at is None:
+            return None
+    return at
+
+
+def plain_record(records: list[TurnRecord]) -> str:
+    """The record kept without a summary call (a skipped adapter, a failed call)."""
+    text = " | ".join(f"{r.adapter} handled: {r.user} -> {r.answer}" for r in records)
+    return cut(text, 400 if len(records) == 1 else 800)
+
+
+async def write(engine: Engine, artifact: Any, records: list[TurnRecord],
+                view: list[dict[str, Any]], emit: Emit) -> tuple[str, bool]:
+    """The summary of ``records`` (one turn, or a deferred segment of one adapter's
+    consecutive turns) and whether the summary hop wrote it (False: the plain record
+    after a failed call)."""
     doc = artifact.doc
     config = doc.summary
-    plain = cut(f"{record.adapter} handled: {record.user} -> {record.answer}", 400)
-    if not config.enabled or record.adapter in config.skip:
-        record.summary, record.summary_ok = plain, True
-        return
-    adapter = doc.summary_adapter(record.adapter)
+    answering = records[0].adapter
+    if not config.enabled or answering in config.skip:
+        return plain_record(records), True
+    adapter = doc.summary_adapter(answering)
     extra = {} if config.thinking else dict(doc.engine.thinking_off)
     try:
         completion = await engine.complete(
-            adapter, summary_request(artifact, record, view), extra=extra,
+            adapter, segment_request(artifact, records, view), extra=extra,
             params={"max_tokens": config.max_tokens, "temperature": 0})
         await emit(ev.ModelCalled(adapter, "summary", completion.usage.to_dict(),
                                   round(completion.duration, 6)))
@@ -106,8 +149,15 @@ async def summarize(engine: Engine, artifact: Any, record: TurnRecord,
         text = completion.content.strip() or cut(completion.reasoning.strip(), 400)
         if not text:
             raise EngineError("the summary reply was empty")
-        record.summary, record.summary_ok = f"[{record.adapter}] {text}", True
+        summary, ok = f"[{answering}] {text}", True
     except EngineError as exc:
         await emit(ev.Failed("summary", f"{exc}; stored a plain record instead"))
-        record.summary, record.summary_ok = plain, False
-    await emit(ev.Summarized(adapter, record.summary_ok, record.summary))
+        summary, ok = plain_record(records), False
+    await emit(ev.Summarized(adapter, ok, summary))
+    return summary, ok
+
+
+async def summarize(engine: Engine, artifact: Any, record: TurnRecord,
+                    view: list[dict[str, Any]], emit: Emit) -> None:
+    """Write ``record.summary`` (and ``summary_ok``) for the turn just answered."""
+    record.summary, record.summary_ok = await write(engine, artifact, [record], view, emit)

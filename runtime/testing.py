@@ -52,11 +52,13 @@ class ScriptedEngine:
         reasoning_parser: str | None = None,
         seed: int | None = None,
         context_window: int | None = None,
+        route_latency: float | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
 
         ``port=0`` picks a free port; ``latency`` seconds are added to every
-        chat request; ``on_request`` is called (in the server thread) with each
+        chat request (a streamed answer's first chunk waits for them), ``route_latency``
+        seconds to every constrained (routing) request instead, when given; ``on_request`` is called (in the server thread) with each
         request record after it is logged; ``reasoning_parser`` (the field it
         fills: ``"reasoning_content"`` or ``"reasoning"``) serves the script like a
         reasoning model behind a reasoning parser (docs/scripted-engine.md); ``seed`` drives
@@ -66,8 +68,9 @@ class ScriptedEngine:
         """
         from mol.runtime.scripted.app import EngineState
 
-        if not 0 <= latency < float("inf"):
-            raise UsageError(f"latency must be a finite number of seconds >= 0, got {latency}")
+        for name, value in (("latency", latency), ("route_latency", route_latency or 0.0)):
+            if not 0 <= value < float("inf"):
+                raise UsageError(f"{name} must be a finite number of seconds >= 0, got {value}")
         if context_window is not None and context_window < 1:
             raise UsageError(f"context_window must be a positive number of tokens, got "
                              f"{context_window}")
@@ -81,7 +84,7 @@ class ScriptedEngine:
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
         self._state = EngineState(self.script, latency, self._record, reasoning_parser,
-                                  context_window)
+                                  context_window, route_latency)
         self._log: Any = None
         self._stack: ExitStack | None = None
 

@@ -203,6 +203,9 @@ class Conversation:
     (``mol serve``'s clients): ``{name, arguments, source, asked_at}``, the arguments as
     they will run, ``asked_at`` the wall-clock time it was asked; once answered or given up
     on, ``{name, ended}`` saying how (``ENDED_KEPT`` of those are kept)."""
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    """Deferred summaries written so far, oldest first: ``{adapter, turns, summary, ok}``,
+    one per segment of one adapter's consecutive turns (``mol.runtime.deferred``)."""
 
     revision: int = 0
     """How many times the store saved this conversation (0: never); a save that does not
@@ -319,4 +322,5 @@ class Conversation:
                    turns=turns, notes=data.get("notes", {}),
                    compactions=data.get("compactions", {}), measures=data.get("measures", {}),
                    approvals=data.get("approvals", {}), asked=data.get("asked", {}),
+                   segments=data.get("segments", []),
                    revision=data.get("revision", 0))

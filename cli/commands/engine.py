@@ -29,7 +29,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--log", type=Path, metavar="FILE",
                    help="append every request received to FILE, one JSON object a line")
     p.add_argument("--latency", type=float, default=0.0, metavar="SEC",
-                   help="seconds to wait before answering every request (default: 0)")
+                   help="seconds to wait before answering every request, before a streamed "
+                   "answer's first chunk (default: 0)")
+    p.add_argument("--route-latency", type=float, metavar="SEC",
+                   help="seconds a constrained (routing) request waits instead of --latency")
     p.add_argument("--reasoning-parser", choices=("reasoning_content", "reasoning"),
                    metavar="FIELD", help="answer like a reasoning model behind a reasoning "
                    "parser filling FIELD (reasoning_content or reasoning): replies go there "
@@ -67,7 +70,8 @@ def scripted(args: argparse.Namespace) -> int:
     engine = ScriptedEngine(args.script, log_path=args.log, host=args.host, port=args.port,
                             latency=args.latency, on_request=on_request,
                             reasoning_parser=args.reasoning_parser, seed=args.seed,
-                            context_window=args.context_window)
+                            context_window=args.context_window,
+                            route_latency=args.route_latency)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)

@@ -146,6 +146,8 @@ async def chat(args: argparse.Namespace) -> int:
             print(shown(result.answer, args.raw), flush=True)
             if interactive:
                 await gauge(session, result.adapter)
+        if args.session is not None:  # the person left: write the deferred summaries now
+            await session.settle()
     return stopped.exit_code(0)
 
 

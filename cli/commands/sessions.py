@@ -8,6 +8,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from mol.cli.commands.common import add_hcp_argument, open_store
 
@@ -93,7 +94,7 @@ async def show_session(args: argparse.Namespace) -> int:
               f"hcp {extra['hcp_digest'][:19]}, usage {extra['usage']}")
         print(f"  user:    {turn.user}")
         print(f"  answer:  {turn.answer}")
-        print(f"  summary: {turn.summary}" + ("" if turn.summary_ok else " (plain record)"))
+        print(f"  summary: {_summary(conversation, turn)}")
         if turn.tools:
             print(f"  tools:   {', '.join(turn.tools)}")
     for adapter, view in sorted(conversation.views.items()):
@@ -102,6 +103,21 @@ async def show_session(args: argparse.Namespace) -> int:
             text = message.get("content") or json.dumps(message.get("tool_calls"))
             print(f"  {message['role']:9s} {str(text)[:300]}")
     return 0
+
+
+def _summary(conversation: Any, turn: Any) -> str:
+    """A turn's summary as ``show`` prints it: its own, its deferred segment's, or none yet."""
+    from mol.runtime import segment_of
+
+    segment = segment_of(conversation, turn.index)
+    if segment is not None:
+        first, last = segment["turns"][0], segment["turns"][-1]
+        span = f"turn {first}" if first == last else f"turns {first}-{last}"
+        return f"{segment['summary']} (deferred, {span})" + (
+            "" if segment["ok"] else " (plain record)")
+    if not turn.summary:
+        return "(none yet)" if turn.status == "complete" else ""
+    return turn.summary + ("" if turn.summary_ok else " (plain record)")
 
 
 async def compact_session(args: argparse.Namespace) -> int:

@@ -96,6 +96,10 @@ def _retryable(exc: EngineError) -> bool:
 class LiteLLMEngine:
     """An OpenAI-compatible engine reached through litellm."""
 
+    speculates = True
+    """Requests may be started ahead and abandoned (``mol.runtime.speculation``): a cancelled
+    one closes its connection, so the engine aborts it, and leaves no trace here."""
+
     def __init__(
         self,
         api_base: str,

@@ -2,13 +2,18 @@
 vLLM's ``POST /tokenize``.
 
 Every chat request is recorded (parsed body, adapter, matched rule, status)
-before the scripted delay, so a test that times out still sees what it sent.
+before the scripted delay, so a test that times out still sees what it sent. The delay
+stands for the engine's time to the first token: a streamed answer's headers go out at
+once and its first chunk after the delay, as vLLM streams. A client that goes away before
+its answer was complete (a cancelled request) is seen: its record gets ``cancelled``. Each
+record gets the request's ``duration`` once it is over (how long it held the engine).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -16,7 +21,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mol.runtime.scripted.replies import Answer, AnswerFactory, prompt_text, tokenize
@@ -31,11 +36,15 @@ class EngineState:
     """What the app shares across requests: the script, the answer factory and the records."""
 
     def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None],
-                 reasoning_parser: str | None = None, context_window: int | None = None) -> None:
+                 reasoning_parser: str | None = None, context_window: int | None = None,
+                 route_latency: float | None = None) -> None:
         self.script = script
         self.context_window = context_window
         """Every adapter's context window, in tokens (None: unlimited)."""
         self.latency = latency
+        self.route_latency = route_latency
+        """Seconds a constrained (routing) request waits instead of ``latency`` (None: the
+        same)."""
         self.on_record = on_record
         self.answers = AnswerFactory(reasoning_parser)
         self.records: list[dict[str, Any]] = []
@@ -46,10 +55,33 @@ class EngineState:
         self.records.append(record)
         self.on_record(record)
 
-    async def pause(self, seconds: float) -> None:
-        if seconds > 0 and self.stopping is not None:
-            with anyio.move_on_after(seconds):
-                await self.stopping.wait()
+    @staticmethod
+    def cancelled(record: dict[str, Any]) -> None:
+        """The client went away before its answer was complete (its rule stays used)."""
+        record["cancelled"] = True
+
+    async def pause(self, seconds: float, receive: Any = None) -> bool:
+        """Wait ``seconds`` (cut short when the server stops); True when the client went away
+        meanwhile (``receive``: the request's ASGI channel, its body already read)."""
+        if seconds <= 0 or self.stopping is None:
+            return False
+        gone = False
+        stopping = self.stopping
+
+        async def watch(scope: anyio.CancelScope) -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            scope.cancel()
+
+        with anyio.move_on_after(seconds):
+            async with anyio.create_task_group() as group:
+                if receive is not None:
+                    group.start_soon(watch, group.cancel_scope)
+                await stopping.wait()
+                group.cancel_scope.cancel()
+        return gone
 
     def check_window(self, request: ChatRequest) -> None:
         """vLLM's 400 for a request longer than the context window (the prompt and the reply's
@@ -106,37 +138,6 @@ def build_app(state: EngineState) -> Starlette:
     async def health(request: Request) -> Response:
         return Response(status_code=200)
 
-    async def chat(request: Request) -> Response:
-        raw = await request.body()
-        record: dict[str, Any] = {"seq": len(state.records) + 1, "adapter": None, "rule": None,
-                                  "status": 200, "body": raw.decode("utf-8", "replace")}
-        delay = state.latency
-        try:
-            record["body"] = body = parse_body(raw)
-            chat_request = read_request(body, state.script.adapters)
-            record["adapter"] = chat_request.adapter
-            constraint = chat_request.constraint
-            record["constraint"] = constraint.to_json() if constraint else None
-            record["thinking"] = chat_request.thinking
-            record["prefill"] = chat_request.prefill
-            state.check_window(chat_request)
-            rule = state.script.match(chat_request.adapter, chat_request.text,
-                                      constraint is not None, chat_request.system,
-                                      chat_request.key)
-            if rule is None:
-                raise state.unmatched(chat_request)
-            record["rule"] = rule.index
-            delay += rule.delay
-            answer = state.answer(rule, chat_request)
-            record["usage"] = answer.usage
-            response = _respond(answer, chat_request)
-        except HTTPProblem as problem:
-            record.update(status=problem.status, error=problem.message)
-            response = JSONResponse(problem.body(), status_code=problem.status)
-        state.record(record)
-        await state.pause(delay)
-        return response
-
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         problem = HTTPProblem(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
@@ -144,11 +145,53 @@ def build_app(state: EngineState) -> Starlette:
 
     routes = [
         Route("/v1/models", models, methods=["GET"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/chat/completions", partial(_chat, state), methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/tokenize", partial(_tokenize, state), methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+
+
+async def _chat(state: EngineState, request: Request) -> Any:
+    """``POST /v1/chat/completions``: the request recorded, matched, answered after its
+    delay (a streamed one: its first chunk after it)."""
+    raw = await request.body()
+    received = time.monotonic()
+    record: dict[str, Any] = {"seq": len(state.records) + 1, "adapter": None, "rule": None,
+                              "status": 200, "body": raw.decode("utf-8", "replace")}
+    delay = state.latency
+    try:
+        record["body"] = body = parse_body(raw)
+        chat_request = read_request(body, state.script.adapters)
+        record["adapter"] = chat_request.adapter
+        constraint = chat_request.constraint
+        record["constraint"] = constraint.to_json() if constraint else None
+        record["thinking"] = chat_request.thinking
+        record["prefill"] = chat_request.prefill
+        if constraint is not None and state.route_latency is not None:
+            delay = state.route_latency
+        state.check_window(chat_request)
+        rule = state.script.match(chat_request.adapter, chat_request.text,
+                                  constraint is not None, chat_request.system,
+                                  chat_request.key)
+        if rule is None:
+            raise state.unmatched(chat_request)
+        record["rule"] = rule.index
+        delay += rule.delay
+        answer = state.answer(rule, chat_request)
+        record["usage"] = answer.usage
+        if chat_request.stream:  # its headers now, its first chunk after the delay
+            state.record(record)
+            return _Stream(state, record, answer, chat_request, delay, received)
+        response: Response = JSONResponse(answer.completion())
+    except HTTPProblem as problem:
+        record.update(status=problem.status, error=problem.message)
+        response = JSONResponse(problem.body(), status_code=problem.status)
+    state.record(record)
+    if await state.pause(delay, request.receive):
+        state.cancelled(record)
+    record["duration"] = time.monotonic() - received
+    return response
 
 
 async def _tokenize(state: EngineState, request: Request) -> Response:
@@ -167,14 +210,36 @@ async def _tokenize(state: EngineState, request: Request) -> Response:
     return JSONResponse({"count": len(tokens), "max_model_len": 131072, "tokens": []})
 
 
-def _respond(answer: Answer, request: ChatRequest) -> Response:
-    if not request.stream:
-        return JSONResponse(answer.completion())
+class _Stream:
+    """A streamed answer: headers at once, then after the delay (the first token's) the
+    ``chat.completion.chunk`` events and ``[DONE]``; a client gone meanwhile is recorded."""
 
-    async def events() -> AsyncIterator[str]:
-        for chunk in answer.chunks(request.include_usage):
-            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
-        yield "data: [DONE]\n\n"
+    HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache")]
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache"})
+    def __init__(self, state: EngineState, record: dict[str, Any], answer: Answer,
+                 request: ChatRequest, delay: float, received: float) -> None:
+        self.state, self.record = state, record
+        self.answer, self.request, self.delay = answer, request, delay
+        self.received = received
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self._send(receive, send)
+        finally:
+            self.record["duration"] = time.monotonic() - self.received
+
+    async def _send(self, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.HEADERS})
+        if await self.state.pause(self.delay, receive):
+            self.state.cancelled(self.record)
+            return
+        events = [f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+                  for chunk in self.answer.chunks(self.request.include_usage)]
+        try:
+            for event in [*events, "data: [DONE]\n\n"]:
+                await send({"type": "http.response.body", "body": event.encode(),
+                            "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:  # gone while its answer went out
+            self.state.cancelled(self.record)

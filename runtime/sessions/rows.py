@@ -39,7 +39,8 @@ def load(db: Any, session_id: str, where: str) -> Conversation:
                         compactions=state.get("compactions", {}),
                         measures=state.get("measures", {}),
                         approvals=state.get("approvals", {}),
-                        asked=state.get("asked", {}), revision=row[1])
+                        asked=state.get("asked", {}),
+                        segments=state.get("segments", []), revision=row[1])
 
 
 def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: TurnLog,
@@ -54,7 +55,8 @@ def save(db: Any, conversation: Conversation, record: TurnRecord | None, log: Tu
                         "compactions": conversation.compactions,
                         "measures": conversation.measures,
                         "approvals": conversation.approvals,
-                        "asked": conversation.asked}, ensure_ascii=False)
+                        "asked": conversation.asked,
+                        "segments": conversation.segments}, ensure_ascii=False)
     revision = conversation.revision
     if revision == 0:
         exists = db.execute("SELECT revision FROM sessions WHERE id = ?",

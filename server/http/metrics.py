@@ -12,6 +12,9 @@ app has its own registry, so several servers in one process (the tests) count ap
 - ``mol_route_decisions_total{adapter, how}`` (``routed``, ``fallback``, ``pinned``) and
   ``mol_route_fallbacks_total{cause}`` (``router``: no valid label; ``unavailable``: the
   engine had not loaded the routed adapter);
+- ``mol_route_speculations_total{adapter, held}``: answers started ahead of the route on
+  the conversation's last adapter (``[router] speculate = "sticky"``), by whether they
+  became the turn's answer (``true``) or were cancelled (``false``);
 - ``mol_engine_errors_total{hop}``: engine failures, recovered (``route``, ``answer``,
   ``summary``) or failing the turn (``turn``);
 - ``mol_prompt_tokens_total`` / ``mol_cached_prompt_tokens_total`` and their ratio
@@ -48,6 +51,9 @@ class Metrics:
                                  registry=reg)
         self.fallbacks = Counter("mol_route_fallbacks", "Turns answered by a fallback adapter",
                                  ["cause"], registry=reg)
+        self.speculations = Counter("mol_route_speculations", "Answers started ahead of the "
+                                    "route on the last adapter", ["adapter", "held"],
+                                    registry=reg)
         self.engine_errors = Counter("mol_engine_errors", "Engine failures", ["hop"],
                                      registry=reg)
         self.prompt = Counter("mol_prompt_tokens", "Prompt tokens sent", ["adapter"],
@@ -124,6 +130,8 @@ class TurnMeter:
             if event.how == ev.FALLBACK:
                 m.fallbacks.labels(cause="router" if self.decisions == 1
                                    else "unavailable").inc()
+        elif isinstance(event, ev.Speculated):
+            m.speculations.labels(adapter=event.adapter, held=str(event.held).lower()).inc()
         elif isinstance(event, ev.ModelCalled):
             if event.purpose in ("route", "summary"):
                 m.hops.labels(hop=event.purpose, adapter=event.adapter).observe(event.duration)

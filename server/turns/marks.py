@@ -1,9 +1,9 @@
 """Points of a conversation (marks), forks, and the names replies give them.
 
-Views only grow at their end, so a point of a conversation is fully described
-by its view lengths, its pending summaries and its number of turns. A request
-that continues from the conversation's current point (or from a point followed
-only by interrupted turns) continues it in place; one that continues from an
+Views only grow at their end, so a point of a conversation is fully described by its
+view lengths, its pending summaries, its number of turns and of deferred summaries
+(segments). A request that continues from the conversation's current point (or from a
+point followed only by interrupted turns) continues it in place; one that continues from an
 older point (a regenerated answer, an edited message, an older
 ``previous_response_id``) forks a new conversation cut at that point: exact,
 with no replay and the prefix cache still valid for the shared part. A fork keeps the
@@ -33,6 +33,7 @@ def mark_of(conversation: Conversation) -> dict[str, Any]:
     return {"lengths": {a: len(v) for a, v in conversation.views.items()},
             "pending": copy.deepcopy(conversation.pending),
             "turns": len(conversation.turns),
+            "segments": len(conversation.segments),
             "compactions": {a: len(c) for a, c in conversation.compactions.items() if c}}
 
 
@@ -57,10 +58,13 @@ def fork(conversation: Conversation, mark: dict[str, Any]) -> Conversation:
     counts = mark.get("compactions") or {}  # a mark from before compaction existed: none
     compactions = {a: copy.deepcopy(done[:counts[a]])
                    for a, done in conversation.compactions.items() if counts.get(a)}
+    # Segments summarized after the mark are not the fork's: its turns are summarized anew
+    # (``mol.runtime.deferred``), as its pending summaries are the mark's.
+    segments = copy.deepcopy(conversation.segments[:mark.get("segments", 0)])
     return Conversation(id="conv_" + secrets.token_hex(8), views=views,
                         pending=copy.deepcopy(mark["pending"]), turns=turns,
                         compactions=compactions, approvals=dict(conversation.approvals),
-                        asked=copy.deepcopy(conversation.asked))
+                        asked=copy.deepcopy(conversation.asked), segments=segments)
 
 
 UNANSWERED = "[no result: the client went on without returning this tool call's result]"

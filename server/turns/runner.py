@@ -27,6 +27,9 @@ approvals (``mol.server.turns.approvals``) ends the turn itself, stored and wait
 request answering it continues the conversation from the store like any tool results, and
 what nobody answers in time is denied by a turn the runner starts itself (``_expire``).
 
+A conversation whose turns leave deferred summaries open has them written once it has been
+quiet for ``[summary] idle_after`` seconds (``mol.server.turns.idle``).
+
 Each turn is a runtime ``Session`` on the stored conversation; the runner is one of its
 observers (``_forward`` passes the events to the job the turn answers now), the metrics
 another. What a turn raises is put in its job as it is: the HTTP room maps it.
@@ -69,6 +72,7 @@ from mol.server.turns import approvals, elicitation
 from mol.server.turns.admission import Admission
 from mol.server.turns.continuing import Continuing
 from mol.server.turns.elicitation import WAIT, Elicitations
+from mol.server.turns.idle import Idle
 from mol.server.turns.jobs import Flight, Job, JobItem, TurnRequest, opted_in
 from mol.server.turns.leases import Leases
 from mol.server.turns.marks import Names, abandon_waiting, mark_of
@@ -157,6 +161,8 @@ class Runner:
         """Stored turns waiting for a person's approvals: checks and timeouts."""
         self.continuing = Continuing(runtime, store, self.leases, self.elicitations,
                                      self.approvals)
+        self.idle = Idle(runtime, store, self.leases, deadline, metrics)
+        """Conversations gone quiet with deferred summaries open (``mol.server.turns.idle``)."""
 
     async def __aenter__(self) -> Runner:
         async with AsyncExitStack() as stack:
@@ -246,6 +252,7 @@ class Runner:
                   anyio.fail_after(self.deadline) as flight.limit):
                 conversation = await self.continuing.conversation(job.request, held)
                 flight.session_id, flight.conversation = conversation.id, conversation
+                self.idle.started(conversation.id)
                 result = await self._turn(conversation, job)
                 await self.names.settle(job.chain(), conversation, flight.resumed_from)
                 waits = approvals.waiting(conversation)
@@ -253,6 +260,8 @@ class Runner:
                     self.approvals.disarm(conversation.id)
                 elif job.request.persist:
                     self.approvals.arm(conversation.id, waits)
+                assert self._group is not None
+                self.idle.ended(self._group, conversation, job.request.persist)
             job.current().put(TurnCancelled("the response was cancelled before it completed")
                               if flight.scope.cancelled_caught else result)
         except TimeoutError:

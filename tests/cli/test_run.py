@@ -1,7 +1,10 @@
 """`mol run` and `mol chat` as a user runs them, against the scripted engine over HTTP."""
 
+import json
 import os
+import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,8 +37,9 @@ reply = "summary"
 
 def run(*args, stdin=None, env=None):
     environ = {**os.environ, **(env or {})}
-    return subprocess.run(["mol", *args], input=stdin, capture_output=True, text=True,
-                          env=environ, timeout=120)
+    # This interpreter's mol (the code under test), not whichever `mol` PATH finds.
+    return subprocess.run([sys.executable, "-m", "mol.cli", *args], input=stdin,
+                          capture_output=True, text=True, env=environ, timeout=120)
 
 
 def test_chat_reads_one_turn_per_line_and_prints_one_answer_each(tmp_path):
@@ -95,3 +99,53 @@ reply = "summary"
     # allowed-tools narrowed the turn to the bundle's MCP tool (echo is no tool of mol run's).
     assert [t["function"]["name"] for t in first["tools"]] == ["mcp__plugin_demo_notes__add_note"]
     assert not any(r["body"].get("structured_outputs") for r in engine.requests_for("L0"))
+
+
+DEFERRED = """
+[[L0]]
+constrained = true
+when = "code"
+times = -1
+reply = "L2"
+[[L0]]
+constrained = true
+times = -1
+reply = "L1"
+[[L0]]
+constrained = false
+times = -1
+reply = "L2 worked on code twice."
+[[L2]]
+times = -1
+reply = "coded"
+[[L1]]
+times = -1
+reply = "acted"
+"""
+
+
+def test_chat_with_a_session_writes_its_deferred_summaries_when_the_person_leaves(tmp_path):
+    hcp = tmp_path / "mol.toml"
+    store = tmp_path / "sessions.db"
+    hcp.write_text(BASE_HCP.format(constraint="structured_outputs", timeout=30)
+                   + f'[summary]\nwhen = "deferred"\n[session]\nstore = "sqlite:///{store}"\n')
+    with ScriptedEngine.serve(DEFERRED) as engine:
+        url = ["--engine-url", engine.base_url]
+        out = run("chat", "--hcp", str(hcp), *url, "--session", "s1",
+                  stdin="write code\nmore code\n")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["coded", "coded"]
+        with sqlite3.connect(store) as db:
+            [(state,)] = db.execute("SELECT state FROM sessions").fetchall()
+        assert json.loads(state)["segments"] == [{"adapter": "L2", "turns": [0, 1], "ok": True,
+                                                  "summary": "[L2] L2 worked on code twice."}]
+        summaries = [r for r in engine.requests_for("L0") if r["constraint"] is None]
+        assert len(summaries) == 1  # at exit, for both turns
+        # mol run --session: one turn of a conversation that goes on; nothing at exit.
+        out = run("run", "--hcp", str(hcp), *url, "--session", "s1", "act now")
+        assert out.returncode == 0 and out.stdout.strip() == "acted"
+        out = run("run", "--hcp", str(hcp), *url, "--session", "s1", "code again")
+        assert out.returncode == 0 and out.stdout.strip() == "coded"
+    summaries = [r for r in engine.requests_for("L0") if r["constraint"] is None]
+    assert len(summaries) == 2  # L1's turn, once L2 was about to answer
+    assert "act now" in summaries[1]["body"]["messages"][-1]["content"]

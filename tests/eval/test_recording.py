@@ -223,3 +223,73 @@ max_steps = 20
 
     same = anyio.run(replay_episode, trajectory, artifact)
     assert same.verdict == "identical" and same.requests == same.recorded
+
+
+SPECULATING = """schema_version = 1
+name = "speculating"
+[router]
+prompt = "Route the turn."
+speculate = "{speculate}"
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+model_prefix = "hosted_vllm/"
+max_retries = 0
+[adapters.L0]
+prompt = "You chat."
+[adapters.L1]
+prompt = "You act."
+[adapters.L2]
+prompt = "You code."
+"""
+ROUTED = """
+[[L0]]
+constrained = true
+when = "@L1"
+times = -1
+delay = 0.2
+reply = "L1"
+[[L0]]
+constrained = true
+times = -1
+delay = 0.2
+reply = "L2"
+[[L1]]
+when_system = "^Summarize"
+times = -1
+reply = "summary"
+[[L2]]
+when_system = "^Summarize"
+times = -1
+reply = "summary"
+[[L2]]
+times = -1
+reply = "L2 answered"
+[[L1]]
+times = -1
+reply = "L1 answered"
+"""
+
+
+@pytest.mark.anyio
+async def test_a_recorded_session_never_guesses_so_its_trajectory_is_the_same(tmp_path) -> None:
+    from mol.eval.trajectories.recording import RecordingEngine
+    from mol.plugins.manager import PluginManager
+    from mol.runtime import Runtime
+
+    async def recorded(speculate: str) -> list[str]:
+        (tmp_path / "mol.toml").write_text(SPECULATING.format(speculate=speculate))
+        artifact = load(tmp_path / "mol.toml")
+        recorder = Recorder()
+        async with ScriptedEngine.serve(ROUTED) as engine:
+            inner = LiteLLMEngine.from_artifact(artifact, engine.base_url)
+            runtime = Runtime(artifact, engine=RecordingEngine(inner, recorder),
+                              plugins=PluginManager(None, builtin=()))
+            async with runtime.session(observers=[recorder.on_event]) as session:
+                for text in ("first @L2", "second @L2", "third @L1"):
+                    await session.turn(text, stream=True)
+            assert not [r for r in engine.requests if r.get("cancelled")]
+        return recorder.finish()
+
+    off, sticky = await recorded("off"), await recorded("sticky")
+    assert len(off) > 10 and sticky == off
+    assert '"speculation"' not in "".join(sticky)

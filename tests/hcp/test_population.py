@@ -165,3 +165,18 @@ def test_the_shipped_macaron_profiles_use_the_whole_stack(profile, public, base)
     assert f"You are {public}" in artifact.prompt("model.identity")
     assert base in artifact.prompt("model.identity")
     assert not any("{{" in text for text in artifact.prompts.values())
+
+
+def test_the_engine_efficiency_settings_are_checked_with_their_lines(tmp_path):
+    path = write(tmp_path, 'schema_version = 2\nname = "bad"\n[router]\nprompt = "Route."\n'
+                 'speculate = "always"\n[adapters.L0]\n[summary]\nwhen = "lazy"\n'
+                 'idle_after = -1\n')
+    assert problems(path).splitlines()[1:] == [
+        f"  {path}:5: router.speculate: Input should be 'off' or 'sticky', got 'always'",
+        f"  {path}:8: summary.when: Input should be 'eager' or 'deferred', got 'lazy'",
+        f"  {path}:9: summary.idle_after: Input should be greater than or equal to 0, got -1"]
+    path.write_text('schema_version = 2\nname = "ok"\n[router]\nprompt = "Route."\n'
+                    'speculate = "sticky"\n[adapters.L0]\n[summary]\nwhen = "deferred"\n')
+    doc = load(path).doc
+    assert (doc.router.speculate, doc.summary.when, doc.summary.idle_after) == (
+        "sticky", "deferred", 60.0)

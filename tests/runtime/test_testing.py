@@ -278,6 +278,42 @@ reply = "prompt"
     assert [r["status"] for r in engine.requests] == [503, 200, 200]
 
 
+def test_a_streamed_answer_waits_for_its_first_chunk_and_routes_for_their_own_latency():
+    script = '[[L0]]\nconstrained = true\ntimes = -1\nreply = "L2"\n' \
+             '[[L2]]\ntimes = -1\ndelay = 0.3\nreply = "a streamed answer"\n'
+    with ScriptedEngine.serve(script, route_latency=0.05) as engine, \
+            httpx.Client(timeout=10) as http:
+        started = time.monotonic()
+        with http.stream("POST", f"{engine.base_url}/chat/completions", json={
+                "model": "L2", "messages": user("go"), "stream": True}) as response:
+            headers_after = time.monotonic() - started  # vLLM streams at once
+            first = next(line for line in response.iter_lines() if '"content": "a' in line)
+            first_after = time.monotonic() - started
+        assert headers_after < 0.25 <= first_after and first
+        started = time.monotonic()
+        routed = http.post(f"{engine.base_url}/chat/completions", json={
+            "model": "L0", "messages": user("go"), "guided_choice": LABELS})
+        assert routed.json()["choices"][0]["message"]["content"] == "L2"
+        assert time.monotonic() - started < 0.25  # route_latency, not the answer's
+    answer, route = engine.requests
+    assert answer["duration"] >= 0.3 and 0.05 <= route["duration"] < 0.25
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_client_gone_before_its_answer_is_recorded_as_cancelled(stream):
+    script = '[[L2]]\ntimes = -1\ndelay = 5\nreply = "too slow"\n'
+    with ScriptedEngine.serve(script) as engine, client(engine) as c:
+        with pytest.raises(openai.APITimeoutError):
+            reply = c.with_options(timeout=0.3).chat.completions.create(
+                model="L2", messages=user("go"), stream=stream)
+            list(reply) if stream else None
+        deadline = time.monotonic() + 3
+        while not engine.requests[-1].get("cancelled") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [record] = engine.requests
+        assert record["cancelled"] is True and record["duration"] < 2
+
+
 def test_log_file_holds_one_json_line_per_request(tmp_path):
     log = tmp_path / "requests.jsonl"
     with ScriptedEngine.serve(DESIGN_EXAMPLE, log_path=log) as engine, httpx.Client() as http:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,8 +30,9 @@ class Server:
         key_file.write_text(KEY + "\n")
         environ = {**os.environ, "MOL_API_KEY_FILE": str(key_file), **(env or {})}
         environ.pop("MOL_ALLOW_UNAUTHENTICATED", None)
-        command = ["mol", "serve", "--hcp", str(hcp or write_hcp(tmp)), "--port", str(self.port),
-                   "--engine-url", engine_url, "--drain", "10"]
+        # This interpreter's mol (the code under test), not whichever `mol` PATH finds.
+        command = [sys.executable, "-m", "mol.cli", "serve", "--hcp", str(hcp or write_hcp(tmp)),
+                   "--port", str(self.port), "--engine-url", engine_url, "--drain", "10"]
         if host is not None:  # unshare execs (no fork): the pid stays the server's
             command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host,
                        *command]
