@@ -13,8 +13,9 @@ adjustments to the stock ``python -m llama_cpp.server``:
    without ``tool_choice`` mean ``auto`` (the stock handler ignores the tools then); ``tool``
    messages are shown to the model (the stock template drops them); a message chosen over
    the tools is not left empty (the stock handler constrains it with its tool-name grammar);
-   and a streamed request with tools gets its answer as chunks (the stock handler refuses to
-   stream an automatic tool choice).
+   an automatic tool call keeps to the request's ``max_tokens`` (the stock handler writes
+   its arguments, and more calls, with no limit); and a streamed request with tools gets its answer as chunks (the stock
+   handler refuses to stream an automatic tool choice).
 3. Its own ``/v1/models`` and ``/v1/chat/completions``. The model list reports each
    adapter's window (``max_model_len``, as vLLM's does), so mol sizes compaction without an
    artifact saying it. A chat completion reports what llama.cpp evaluated for it
@@ -75,26 +76,53 @@ def _as_chunks(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
                                 "finish_reason": choice["finish_reason"], "logprobs": None}]}
 
 
+class _Bounded:
+    """The model as the stock tool handler sees it: every completion it asks for keeps to what
+    is left of the request's ``max_tokens``. The handler asks for an automatic call's
+    arguments with no limit, and asks again for calls while the model picks one, so a small
+    model could write until the window was full (measured: SmolLM2-135M's ``to_upper`` calls
+    took all 4,096 tokens, and a 1,300-token request was answered "context length
+    exceeded"). Once nothing is left each completion gets one token, which ends the loop."""
+
+    def __init__(self, llama: Any, max_tokens: int) -> None:
+        self._llama, self._left = llama, max_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+    def create_completion(self, *args: Any, max_tokens: int | None = None, **kwargs: Any) -> Any:
+        """``Llama.create_completion``, no longer than the request has left."""
+        allowed = max(1, self._left)
+        if max_tokens is None or max_tokens <= 0 or max_tokens > allowed:
+            max_tokens = allowed
+        completion = self._llama.create_completion(*args, max_tokens=max_tokens, **kwargs)
+        if isinstance(completion, dict):  # the tool paths ask without streaming
+            self._left -= completion["usage"]["completion_tokens"]
+        return completion
+
+
 def register_tools_format() -> None:
     """Register the ``mol-chatml-tools`` chat format (idempotent)."""
     from llama_cpp import llama_chat_format as formats
 
     base = formats.get_chat_completion_handler("chatml-function-calling")
 
-    def handler(*, messages: list, tools: list | None = None, tool_choice: Any = None,
-                stream: bool = False, **kwargs: Any) -> Any:
+    def handler(*, llama: Any, messages: list, tools: list | None = None,
+                tool_choice: Any = None, stream: bool = False, **kwargs: Any) -> Any:
         messages = _show_tool_results(messages)
         if tools and tool_choice is None:
             tool_choice = "auto"
         if not tools or tool_choice == "none":
-            return base(messages=messages, tools=tools, tool_choice=tool_choice, stream=stream,
-                        **kwargs)
-        response = base(messages=messages, tools=tools, tool_choice=tool_choice, stream=False,
-                        **kwargs)
+            return base(llama=llama, messages=messages, tools=tools, tool_choice=tool_choice,
+                        stream=stream, **kwargs)
+        bounded = _Bounded(llama, kwargs["max_tokens"]) if kwargs.get("max_tokens") else llama
+        response = base(llama=bounded, messages=messages, tools=tools, tool_choice=tool_choice,
+                        stream=False, **kwargs)
         if tool_choice == "auto" and not response["choices"][0]["message"].get("tool_calls"):
             # When the model chooses "message:", chatml-function-calling constrains the message
             # with its tool-name grammar, which leaves it empty: answer again without tools.
-            return base(messages=messages, tools=None, tool_choice=None, stream=stream, **kwargs)
+            return base(llama=llama, messages=messages, tools=None, tool_choice=None,
+                        stream=stream, **kwargs)
         return _as_chunks(response) if stream else response
 
     formats.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
