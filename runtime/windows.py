@@ -9,8 +9,9 @@ engine, which knows better (``mol.runtime.compaction.fit``).
 
 A request's size is estimated from the engine's own count where there is one: the prompt
 and reply tokens of the adapter's last request (``Measure``, kept in the conversation),
-plus the new messages at the rate of characters per token that request showed. Without a
-measurement the whole request is estimated at ``CHARS_PER_TOKEN`` (a cautious rate: real
+plus the new messages at the rate of characters per token that request showed (a request
+of fewer messages than were measured: all of it at that rate). Without a measurement the
+whole request is estimated at ``CHARS_PER_TOKEN`` (a cautious rate: real
 tokenizers average 3.5 to 4.5 characters of English per token; JSON punctuation and code
 fewer).
 """
@@ -55,10 +56,14 @@ def estimate(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
              measure: Measure | None, compactions: int) -> int:
     """Tokens the request of ``messages`` (with ``tools``) takes, about (see the module
     docstring); ``measure`` counts only while no compaction happened since it was taken."""
-    if (measure is None or measure.compactions != compactions or measure.tokens <= 0
-            or measure.messages > len(messages)):
+    if measure is None or measure.compactions != compactions or measure.tokens <= 0:
         return math.ceil(chars(messages, tools) / CHARS_PER_TOKEN)
     rate = max(1.0, measure.chars / measure.tokens)
+    if measure.messages > len(messages):
+        # Fewer messages than were measured (the part a compaction summarizes): at the rate
+        # the engine showed, not the cautious one, which overstates a view by a third or
+        # more and would keep the adapter from summarizing on its own cached prefix.
+        return math.ceil(chars(messages, tools) / rate)
     return measure.tokens + math.ceil(chars(messages[measure.messages:]) / rate)
 
 

@@ -74,6 +74,49 @@ async def test_serves_the_four_adapters_on_loopback(engine: LocalEngine) -> None
     assert engine.base_url.startswith("http://127.0.0.1:")
 
 
+async def test_each_adapter_reports_its_window_and_mol_reads_it(engine: LocalEngine) -> None:
+    """As vLLM does (max_model_len in the model list): the artifact need not say it."""
+    from mol.runtime.engine.client import LiteLLMEngine
+    from mol.runtime.windows import Windows
+
+    async with httpx.AsyncClient() as client:
+        models = (await client.get(engine.base_url + "/models")).json()
+    assert {e["id"]: e["max_model_len"] for e in models["data"]} == dict.fromkeys(LABELS, 4096)
+    artifact = load(EXAMPLES / "local.toml")
+    assert [artifact.doc.adapter(name).context_window for name in LABELS] == [None] * 4
+    windows = Windows(artifact, LiteLLMEngine.from_artifact(artifact, engine.base_url))
+    assert [await windows.of(name) for name in LABELS] == [4096] * 4
+
+
+async def test_a_prompt_over_the_window_is_a_context_length_error_streamed_or_not() -> None:
+    """llama-cpp-python's own wording (OpenAI's 400 context_length_exceeded), which mol's
+    engine client reads as EngineContextLength. The stock server started a stream before
+    evaluating the prompt, then ended it empty; a stream now starts after it."""
+    from mol.core.errors import EngineContextLength
+    from mol.runtime.engine.client import LiteLLMEngine
+
+    config = LocalEngineConfig(port=0, adapters=("L0", "L2"), tool_adapters=frozenset({"L2"}),
+                               n_ctx=1024)
+    long = [{"role": "user", "content": "Tell me more. " * 400}]  # about 1,600 tokens
+    async with LocalEngine(config, progress=None) as small, httpx.AsyncClient(
+            base_url=small.base_url, timeout=60) as client:
+        models = (await client.get("/models")).json()["data"]
+        assert [entry["max_model_len"] for entry in models] == [1024, 1024]
+        for stream in (False, True):
+            answer = await client.post("/chat/completions", json={
+                "model": "L0", "messages": long, "max_tokens": 8, "stream": stream})
+            assert answer.status_code == 400
+            error = answer.json()["error"]
+            assert error["code"] == "context_length_exceeded"
+            assert error["message"].startswith("This model's maximum context length is 1024 ")
+        engine_client = LiteLLMEngine(small.base_url, model_prefix="openai/", max_retries=0)
+        for adapter, tools in (("L0", None), ("L2", [WEATHER])):
+            for on_delta in (None, lambda delta: None):
+                with anyio.fail_after(60), pytest.raises(EngineContextLength):
+                    await engine_client.complete(adapter, long, tools=tools, on_delta=on_delta,
+                                                 params={"max_tokens": 8})
+
+
 @pytest.mark.parametrize("turn", [
     "Write a Python function that sorts a list of numbers.",
     "Book me a table for two at an Italian restaurant on Friday.",
