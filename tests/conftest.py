@@ -32,7 +32,17 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Once the tests are selected: if they need a service this machine lacks (Docker, the
     sandbox image, PostgreSQL, chromium, the GenUI toolchain, npm packages, the ray or
-    local extra), stop before the first one with one line per missing service."""
+    local extra), stop before the first one with one line per missing service.
+
+    The files with slow tests go first, those on the local engine (CPU-bound) before the
+    others: the workers take a file at a time in this order, and a long file taken last (the
+    local engine's forty turns) would run alone at the end."""
+    weight: dict[Any, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            heavier = 2 if item.get_closest_marker("local_engine") else 1
+            weight[item.path] = max(weight.get(item.path, 0), heavier)
+    items.sort(key=lambda item: -weight.get(item.path, 0))  # stable: each file's order kept
     services.after_collection(config, items)
 
 

@@ -5,6 +5,7 @@ stored between a turn and its segment's summary loses nothing."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -120,7 +121,7 @@ async def test_every_request_of_an_adapter_extends_its_previous_one(tmp_path, ot
     for adapter in ADAPTERS:
         requests = [r["body"]["messages"] for r in answers if r["adapter"] == adapter]
         assert requests, adapter
-        for earlier, later in zip(requests, requests[1:], strict=False):
+        for earlier, later in itertools.pairwise(requests):
             assert later[:len(earlier)] == earlier  # byte for byte: nothing earlier changed
 
 
