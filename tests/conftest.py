@@ -35,14 +35,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     local extra), stop before the first one with one line per missing service.
 
     The files with slow tests go first, those on the local engine (CPU-bound) before the
-    others: the workers take a file at a time in this order, and a long file taken last (the
-    local engine's forty turns) would run alone at the end."""
+    others, then the files with more tests: the workers take a file at a time in this order
+    (pyproject's --no-loadscope-reorder; xdist would order by size alone), and a long file
+    taken last (the local engine's forty turns) would run alone at the end."""
     weight: dict[Any, int] = {}
+    size: dict[Any, int] = {}
     for item in items:
+        size[item.path] = size.get(item.path, 0) + 1
         if item.get_closest_marker("slow"):
             heavier = 2 if item.get_closest_marker("local_engine") else 1
             weight[item.path] = max(weight.get(item.path, 0), heavier)
-    items.sort(key=lambda item: -weight.get(item.path, 0))  # stable: each file's order kept
+    # Stable: each file's own order is kept.
+    items.sort(key=lambda item: (-weight.get(item.path, 0), -size[item.path]))
     services.after_collection(config, items)
 
 
