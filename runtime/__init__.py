@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         preload,
         start_import,
     )
+    from mol.runtime.engine.http import http_client
     from mol.runtime.recorder import Recorder
     from mol.runtime.runtime import Runtime
     from mol.runtime.session import Approver, Session
@@ -70,7 +71,7 @@ _EXPORTS = {
     "store_url_for": "sessions",
     "Engine": "engine", "LiteLLMEngine": "engine", "Completion": "engine",
     "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
-    "start_import": "engine",
+    "start_import": "engine", "http_client": "engine.http",
     "DEFAULT_SUMMARY_PROMPT": "summary",
     "open_tracer": "tracing",
     "open_segments": "deferred", "segment_of": "deferred",
@@ -79,7 +80,7 @@ _EXPORTS = {
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
            "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
            "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
-           "adapter_of_call", "collect_orphans", "held", "new_call_id", "new_owner",
+           "adapter_of_call", "collect_orphans", "held", "http_client", "new_call_id", "new_owner",
            "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_segments",
            "open_store", "open_tracer", "preload", "segment_of", "serving", "start_import",
            "store_url_for"]

@@ -116,10 +116,13 @@ async def fit(turn: Any, adapter: str, view: list[dict[str, Any]],
     compacted to fit (``overflowed``: the engine said it did not), else None;
     ``ContextTooLong`` when it may not be, or cannot be."""
     session = turn.session
+    size = size_of(session, adapter, view + pending, tools) + budget
+    if not overflowed and session.compact_at is None and session.runtime.windows.unasked(
+            adapter, size):
+        return None  # fits any window: the engine is not asked for its own
     rules = await policy(session, adapter)
     if rules.mode == "off":
         return None
-    size = size_of(session, adapter, view + pending, tools) + budget
     limit = rules.limit if session.compact_at is None else min(rules.limit, session.compact_at)
     if size <= limit and not overflowed:
         return None

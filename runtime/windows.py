@@ -3,7 +3,9 @@
 The window of an adapter is ``[adapters.NAME] context_window`` when the artifact sets it,
 else what the engine reports for the adapter's engine name (``max_model_len`` in the model
 list of vLLM and SGLang; mol's local engine reports its ``n_ctx`` the same way), else
-``DEFAULT_WINDOW``. The engine's list is read once per runtime, at the first need. An
+``DEFAULT_WINDOW``. The engine's list is read once per runtime, at the first need: the
+first request of at least ``SMALL_REQUEST`` tokens (one smaller fits every window an engine
+serves adapters with, and asking costs a request per runtime: per ``mol run``). An
 assumed window compacts like a known one, but a request still too big for it goes to the
 engine, which knows better (``mol.runtime.compaction.fit``).
 
@@ -27,6 +29,11 @@ DEFAULT_WINDOW = 32768
 """The window of an adapter the artifact does not size and the engine does not report."""
 CHARS_PER_TOKEN = 3.0
 """Characters per token of a request nothing was measured for yet."""
+SMALL_REQUEST = 1024
+"""Tokens below which a request is sent without asking the engine for the window: the
+smallest window mol meets (the local engine's 4,096; 2,048 in the tests) fills far later.
+An engine with a smaller one answers with its context-length error, which compacts and
+retries (``mol.runtime.compaction.fit``)."""
 
 
 def chars(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
@@ -83,6 +90,13 @@ class Windows:
         if self._reported is None:
             self._reported = await self._listed()
         return self._reported.get(doc.engine_name(adapter), DEFAULT_WINDOW)
+
+    def unasked(self, adapter: str, size: int) -> bool:
+        """Whether a request of ``size`` tokens goes without ``adapter``'s window: it is
+        smaller than ``SMALL_REQUEST`` and the window would have to be asked of the engine
+        (the artifact does not set it; the engine was not asked yet)."""
+        return (size < SMALL_REQUEST and self._reported is None
+                and not self.artifact.doc.adapter(adapter).context_window)
 
     async def known(self, adapter: str) -> bool:
         """Whether ``adapter``'s window is known (set or reported), not ``DEFAULT_WINDOW``

@@ -40,6 +40,7 @@ from mol.runtime.engine.completions import (
     read_response,
     read_stream,
 )
+from mol.runtime.engine.http import http_client
 from mol.runtime.engine.loading import import_litellm, register_unpriced
 
 ROUTING_CONSTRAINTS = ("structured_outputs", "guided_choice", "regex", "grammar", "none")
@@ -164,7 +165,7 @@ class LiteLLMEngine:
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
-            async with httpx.AsyncClient(timeout=min(self.timeout, 30.0)) as client:
+            async with http_client(self.api_base, min(self.timeout, 30.0)) as client:
                 response = await client.get(f"{self.api_base}/models", headers=headers)
             response.raise_for_status()
             data = response.json().get("data")
@@ -187,7 +188,7 @@ class LiteLLMEngine:
             body["tools"] = tools
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
-            async with httpx.AsyncClient(timeout=min(self.timeout, 10.0)) as client:
+            async with http_client(root, min(self.timeout, 10.0)) as client:
                 response = await client.post(f"{root}/tokenize", json=body, headers=headers)
             response.raise_for_status()
             count = response.json().get("count")

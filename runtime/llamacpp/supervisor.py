@@ -37,6 +37,7 @@ import anyio
 
 from mol.core.errors import LocalEngineError, UsageError
 from mol.hcp.schema import SEED_ADAPTERS
+from mol.runtime.engine.http import http_client
 
 SEED_TOOL_ADAPTERS = frozenset({"L1", "L2"})
 """The seed's adapters that call tools (``mol engine local`` without an artifact)."""
@@ -162,7 +163,7 @@ async def _models(base_url: str) -> list[str] | None:
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=1.0) as client:
+        async with http_client(base_url, 1.0) as client:
             response = await client.get(base_url.rstrip("/") + "/models")
         if response.status_code != 200:
             return None

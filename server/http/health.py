@@ -5,6 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from mol.runtime import http_client
+
 
 async def health(request: Request) -> Response:
     """Whether the engine and the required MCP servers answer (no auth; names and states
@@ -17,7 +19,7 @@ async def health(request: Request) -> Response:
     ok, detail = True, "not an HTTP engine"
     if url:
         try:
-            async with httpx.AsyncClient(timeout=2.0) as client:
+            async with http_client(url, 2.0) as client:
                 answer = await client.get(url.rstrip("/") + "/models")
             ok, detail = answer.status_code < 500, f"HTTP {answer.status_code}"
         except httpx.HTTPError as exc:
