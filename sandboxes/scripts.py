@@ -30,12 +30,13 @@ __mol_say() { builtin printf '%s%s\n' "$__mol_mark" "$1"; }
 __mol_child() {
   local p stat
   local -a f
-  __mol_cs=-1 __mol_cp=0
+  __mol_cs=-1 __mol_cp=0 __mol_np=0
   for p in /proc/[0-9]*; do
     builtin read -r stat 2>/dev/null <"$p/stat" || continue
     builtin read -r -a f <<<"${stat##*) }"
-    [[ ${f[1]} == "$1" ]] || continue
     p=${p#/proc/}
+    (( f[19] >= $2 && p > __mol_np )) && __mol_np=$p
+    [[ ${f[1]} == "$1" ]] || continue
     (( f[19] > __mol_cs || (f[19] == __mol_cs && p > __mol_cp) )) && __mol_cs=${f[19]} __mol_cp=$p
   done
 }
@@ -46,9 +47,10 @@ __mol_sweep() {
   if [[ $1 == *:* ]]; then
     since=${1%:*} first=${1#*:}
   elif [[ $1 == child ]]; then
-    __mol_child "$keep"
     builtin read -r up _ </proc/uptime
-    since=$(( __mol_cp ? __mol_cs : 10#${up/./} + 1 )) first=$__mol_cp
+    up=$(( 10#${up/./} ))
+    __mol_child "$keep" "$up"
+    since=$(( __mol_cp ? __mol_cs : up )) first=$(( __mol_cp ? __mol_cp : __mol_np + 1 ))
   fi
   for (( pass = 0; pass < 100; pass++ )); do
     found=0
@@ -94,9 +96,10 @@ while IFS= builtin read -r __mol_line; do builtin eval "$__mol_line"; done
   after FROM and answers ``KILLED:FROM``. FROM is a ``START:PID`` boundary (start time in
   clock ticks, then pid: pids grow within a tick), ``-1`` for every process, or ``child``:
   the start of the newest child of KEEP (of the command shell: the running command's own
-  shell), else the next tick (nothing running). It spares init, itself, the processes
-  recorded as ``PID:START`` (pid and start time, so a reused pid is not spared) and the
-  children of KEEP, which then get the chance to report. Start times are the kernel's, so
+  shell), else the present tick past the newest pid started in it (nothing running; a
+  process started later in that tick has a higher pid). It spares init, itself, the
+  processes recorded as ``PID:START`` (pid and start time, so a reused pid is not spared)
+  and the children of KEEP, which then get the chance to report. Start times are the kernel's, so
   what an earlier command left running is spared and nothing a command starts is;
   stopping first means nothing found can fork on meanwhile;
 - ``__mol_kill_shell START:PID`` kills the command's shell a sweep's boundary names, if

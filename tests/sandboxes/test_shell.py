@@ -146,6 +146,24 @@ async def test_a_sweep_boundary_spares_earlier_jobs_and_holds_for_later_sweeps(
     assert left.output.splitlines()[-1] == "1"  # sleep 1008 (zombies do not count)
 
 
+async def test_an_idle_boundary_catches_what_starts_in_the_same_tick(sandbox: Sandbox) -> None:
+    # With no command running (here: a KEEP with no children, as when a sweep comes before
+    # the command shell has forked the next command's shell) the boundary is the present
+    # clock tick past its newest pid, so a command started within that tick is caught too.
+    await sandbox.run("sleep 1010 >/dev/null 2>&1 &")
+    control, shell = sandbox._control, sandbox._shell
+    assert control is not None and shell is not None
+    for _ in range(5):
+        killed, boundary = await control.sweep(COMMAND, [(shell.pid, shell.start)], keep=-1)
+        assert killed == 0, boundary
+        await sandbox.run("sleep 1011 >/dev/null 2>&1 &")
+        again = await control.sweep(boundary, [(shell.pid, shell.start)], keep=shell.pid)
+        assert again == (1, boundary)
+    left = await sandbox.run("ps -eo stat=,args= | grep -c '^[^Z].*sleep 101[01]'; "
+                             "pkill -f 'sleep 1010'")
+    assert left.output.splitlines()[-1] == "1"  # sleep 1010 (zombies do not count)
+
+
 async def test_earlier_background_jobs_survive_a_later_timeout(sandbox: Sandbox) -> None:
     await sandbox.run("sleep 1004 >/dev/null 2>&1 &")
     stopped = await sandbox.run("sleep 1000", timeout=1)

@@ -146,9 +146,9 @@ class Served:
 @contextmanager
 def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str = "",
               hcp: str = HCP, extra_plugins: tuple[tuple[str, Any], ...] = (),
-              **options: Any) -> Iterator[Served]:
+              wrap: Any = None, **options: Any) -> Iterator[Served]:
     """Run the app on uvicorn in a thread on loopback until the block ends (plugins: the
-    ``shout`` one and ``extra_plugins``)."""
+    ``shout`` one and ``extra_plugins``; ``wrap``: an ASGI middleware around the app)."""
     import uvicorn
 
     from mol.server import ServerConfig, create_app
@@ -161,7 +161,8 @@ def serve_app(tmp_path: Path, engine_url: str, key: str | None = KEY, extra: str
                           api_key=key.encode() if key else None, engine_url=engine_url,
                           plugins=plugins, **options)
     port = free_port()
-    server = uvicorn.Server(uvicorn_config(create_app(config), config, "127.0.0.1", port,
+    app = create_app(config)
+    server = uvicorn.Server(uvicorn_config(wrap(app) if wrap else app, config, "127.0.0.1", port,
                                            log_level="warning", timeout_graceful_shutdown=5,
                                            # uvloop (when installed) cannot close a loop
                                            # cleanly outside the main thread.

@@ -1,5 +1,5 @@
 """A reply's end goes out before the turn's bookkeeping: the summary hop's engine request
-starts only once the client has the reply's last byte (``Job.delivered``)."""
+starts only once the reply's last byte was handed to the connection (``Job.delivered``)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ class Clock:
 
     def __init__(self) -> None:
         self.summaries: list[float] = []
+        self.sent: list[float] = []
+        """When each reply's last byte was handed to the connection."""
         self.arrived = threading.Condition()
 
     def __call__(self, record: dict) -> None:
@@ -44,30 +46,51 @@ class Clock:
                 self.summaries.append(time.monotonic())
                 self.arrived.notify_all()
 
+    def wrap(self, app):
+        """``app``, noting when each reply's last byte was handed to the connection: what
+        the server can know of delivery (the client reads it a moment later)."""
+        async def timed(scope, receive, send):
+            async def sending(message):
+                await send(message)
+                if message["type"] == "http.response.body" and not message.get("more_body"):
+                    with self.arrived:
+                        self.sent.append(time.monotonic())
+                        self.arrived.notify_all()
+            await app(scope, receive, sending)
+        return timed
+
     def summary_after(self, count: int) -> float:
+        return self._nth(self.summaries, count)
+
+    def sent_after(self, count: int) -> float:
+        return self._nth(self.sent, count)
+
+    def _nth(self, times: list[float], count: int) -> float:
         with self.arrived:
-            assert self.arrived.wait_for(lambda: len(self.summaries) > count, timeout=30)
-            return self.summaries[count]
+            assert self.arrived.wait_for(lambda: len(times) > count, timeout=30)
+            return times[count]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     clock = Clock()
     with ScriptedEngine.serve(SCRIPT, on_request=clock) as engine, \
-            serve_app(tmp_path_factory.mktemp("delivery"), engine.base_url) as server:
+            serve_app(tmp_path_factory.mktemp("delivery"), engine.base_url,
+                      wrap=clock.wrap) as server:
         server.clock = clock
         yield server
 
 
 def _last_byte(served, path: str, body: dict) -> float:
-    """Monotonic time at which the reply's last byte arrived."""
+    """Monotonic time at which the server handed the reply's last byte to the connection."""
     headers = {"authorization": f"Bearer {KEY}"}
+    before = len(served.clock.sent)
     with httpx.Client(base_url=served.url, headers=headers, timeout=30) as client, \
             client.stream("POST", path, json=body) as reply:
         assert reply.status_code == 200, reply.read()
         for _ in reply.iter_bytes():
             pass
-        return time.monotonic()
+    return served.clock.sent_after(before)
 
 
 CASES = [
