@@ -153,6 +153,21 @@ class AdapterCompaction(Model):
     """As ``[compaction] max_tokens``, for this adapter."""
 
 
+class LoraConfig(Model):
+    """An adapter's LoRA weights, for an engine mol registers them with at runtime
+    (``engine.lora_api``) or launches (``mol engine command``). The adapter is served under
+    the versioned name ``NAME@<first 12 hex of sha256>`` (``NAME``: its ``engine_name``);
+    a new version of the weights is a new name, never a reload in place (docs/adapters.md)."""
+
+    path: str = Field(min_length=1)
+    """Where the engine reads the LoRA: a PEFT folder or a file (a GGUF file for the local
+    engine), relative to the artifact or absolute, or a URI the engine can read."""
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """The LoRA's content hash (of a file's bytes; of a folder's files: ``mol adapters hash
+    PATH``). Checked against ``path`` when mol can read it; unset, computed from it; required
+    when mol cannot read it (a URI, or a path on the engine's machine)."""
+
+
 class AdapterConfig(Model):
     """One LoRA specialist."""
 
@@ -162,6 +177,9 @@ class AdapterConfig(Model):
     engine_name: str | None = Field(default=None, min_length=1)
     """The engine's name of this LoRA when it differs from the adapter's name; the litellm
     model id is ``engine.model_prefix`` + this."""
+    lora: LoraConfig | None = None
+    """The adapter's LoRA weights and their hash. Unset: the engine already serves the
+    adapter under its ``engine_name`` (mol only checks that it does)."""
     prompt: Prompt | None = None
     """The adapter's system prompt. Keep it free of timestamps and counters: it must stay
     byte-stable so the engine's prefix cache keeps hitting."""

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from mol.core.errors import HCPError
 from mol.hcp import files as hcp_files
+from mol.hcp import loras
 from mol.hcp.digest import digest_value
 from mol.hcp.issues import Issue, format_path
 from mol.hcp.locate import key_lines, line_of
@@ -132,22 +133,8 @@ def load_dict(
 
     ``Artifact.doc`` is the document with its bundles merged into the adapters that use
     them (``mol.hcp.expand``); ``Artifact.raw`` stays as written."""
-    early: list[Issue] = []
     lines = key_lines(source) if source else {}
-    try:
-        raw = migrate(raw, file=file)
-    except HCPError as exc:
-        if not isinstance(raw, dict) or _version_readable(raw.get("schema_version")):
-            raise HCPError([replace(i, line=line_of(lines, tuple(i.path.split(".")))) if (
-                i.line is None and i.path) else i for i in exc.issues]) from None
-        # No usable schema_version: check the rest anyway, so a misspelt key
-        # (``schema_versoin``) is reported in the same run, with its hint: as the oldest
-        # version when that reads it (a document without [adapters]), else as the newest.
-        early = exc.issues
-        try:
-            raw = migrate({**raw, "schema_version": OLDEST_VERSION}, file=file)
-        except HCPError:
-            raw = {**raw, "schema_version": SCHEMA_VERSION}
+    raw, early = _migrated(raw, file, lines)
     problems: list[tuple] = []  # (loc, message[, hint]), located and rendered together below
     doc: HCP | None = None
     skills = bundled = None
@@ -164,6 +151,7 @@ def load_dict(
     problems += _adapter_references(raw)
     found = hcp_files.collect(raw, base_dir)
     problems += found.problems
+    lora_hashes = loras.check(raw, base_dir, problems)
     issues = early + [Issue(message, file=file, line=line_of(lines, loc),
                             path=format_path(loc), hint=hint[0] if hint else None)
                       for loc, message, *hint in problems]
@@ -174,6 +162,7 @@ def load_dict(
     if issues or doc is None or skills is None or bundled is None:
         raise HCPError(sorted(issues, key=lambda i: (i.line is None, i.line or 0)))
     bundles, commands, warnings = bundled
+    loras.fill(doc, lora_hashes)
     warnings += [w for skill in skills.skills.values() for w in skill.warnings]
     form = _digest_form(doc, found.digests, skills.digests, bundles)
     return Artifact(doc=doc, raw=raw, base_dir=base_dir, path=path, files=found.digests,
@@ -181,6 +170,24 @@ def load_dict(
                     skill_digests=dict(skills.digests), bundles=bundles, commands=commands,
                     warnings=tuple(warnings), digest=digest_value(form),
                     behaviour_digest=digest_value(behaviour_form(form, doc, found.texts)))
+
+
+def _migrated(raw: Any, file: str | None, lines: dict) -> tuple[Any, list[Issue]]:
+    """The document migrated to the newest schema, and the issues found on the way when it
+    has no usable ``schema_version`` (then the rest is checked anyway)."""
+    try:
+        return migrate(raw, file=file), []
+    except HCPError as exc:
+        if not isinstance(raw, dict) or _version_readable(raw.get("schema_version")):
+            raise HCPError([replace(i, line=line_of(lines, tuple(i.path.split(".")))) if (
+                i.line is None and i.path) else i for i in exc.issues]) from None
+        # A misspelt key (``schema_versoin``) is reported in the same run, with its hint:
+        # as the oldest version when that reads it (a document without [adapters]), else
+        # as the newest.
+        try:
+            return migrate({**raw, "schema_version": OLDEST_VERSION}, file=file), exc.issues
+        except HCPError:
+            return {**raw, "schema_version": SCHEMA_VERSION}, exc.issues
 
 
 def _with_bundles(doc: HCP, base_dir: Path, problems: list[tuple]) -> tuple[HCP, Any, tuple]:

@@ -26,6 +26,7 @@ from mol.hcp.adapters import (
     AdapterConfig,
     CompactionConfig,
     GenUIConfig,
+    LoraConfig,
     ModelParams,
     PublicModelConfig,
     RouterConfig,
@@ -46,6 +47,7 @@ from mol.hcp.base import (
     Prompt,
 )
 from mol.hcp.evolvable import EvolveConfig
+from mol.hcp.loras import versioned
 from mol.hcp.sections import (
     BundlesConfig,
     CommandHook,
@@ -79,6 +81,7 @@ __all__ = [  # the sections defined elsewhere are re-exported: import them from 
     "GenUIConfig",
     "HookMatcher",
     "HooksConfig",
+    "LoraConfig",
     "MCPServerConfig",
     "Model",
     "ModelParams",
@@ -137,11 +140,25 @@ class EngineConfig(Model):
     local_loras: dict[AdapterName, str] = Field(default_factory=dict)
     """LoRA file (GGUF) per adapter for the local engine, relative to the artifact; an adapter
     without one is the bare base model."""
+    lora_api: Literal["vllm", "sglang", "llamacpp", "none"] = "none"
+    """How LoRAs are registered with the running engine (``mol adapters register``): vLLM's
+    ``/v1/load_lora_adapter`` (the engine started with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``),
+    SGLang's ``/load_lora_adapter``, the local engine's (``llamacpp``), or ``none``: the
+    engine is launched with its LoRAs and mol only checks them."""
+    register_loras: bool = False
+    """``mol serve`` registers, at start, the adapters' LoRAs the engine does not list yet
+    (needs ``lora_api``)."""
     thinking_off: dict[str, Any] = Field(
         default_factory=lambda: {"chat_template_kwargs": {"enable_thinking": False}})
     """Request fields that switch a reasoning model's thinking off (vLLM and SGLang both take
     ``chat_template_kwargs.enable_thinking``); sent on the route and summary hops unless their
     ``thinking`` is true. ``{}`` sends nothing."""
+
+    @model_validator(mode="after")
+    def _registration(self) -> EngineConfig:
+        if self.register_loras and self.lora_api == "none":
+            raise ValueError("register_loras needs a lora_api ('vllm', 'sglang' or 'llamacpp')")
+        return self
 
     @model_validator(mode="after")
     def _local_on_loopback(self) -> EngineConfig:
@@ -259,9 +276,14 @@ class HCP(Model):
         return self.router.unavailable_fallback or self.route_fallback
 
     def engine_name(self, adapter: str) -> str:
-        """The engine's name of an adapter's LoRA (``engine_name``, or the adapter's name)."""
+        """The engine's name of an adapter's LoRA: ``engine_name`` (or the adapter's name),
+        versioned by the LoRA's hash (``NAME@<12 hex>``) when the artifact gives its
+        ``lora``."""
         config = self.adapters.get(adapter)
-        return (config.engine_name if config is not None else None) or adapter
+        name = (config.engine_name if config is not None else None) or adapter
+        if config is not None and config.lora is not None and config.lora.sha256:
+            return versioned(name, config.lora.sha256)
+        return name
 
     def compaction_for(self, adapter: str) -> CompactionConfig:
         """``adapter``'s compaction settings: its own table over ``[compaction]``."""
