@@ -30,6 +30,12 @@ if TYPE_CHECKING:
         preload,
         start_import,
     )
+    from mol.runtime.engine.adapters_check import (
+        EngineCheck,
+        check_adapters,
+        check_engine,
+        require_served,
+    )
     from mol.runtime.engine.http import http_client
     from mol.runtime.recorder import Recorder
     from mol.runtime.runtime import Runtime
@@ -72,18 +78,21 @@ _EXPORTS = {
     "Engine": "engine", "LiteLLMEngine": "engine", "Completion": "engine",
     "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
     "start_import": "engine", "http_client": "engine.http",
+    "check_adapters": "engine.adapters_check", "check_engine": "engine.adapters_check",
+    "require_served": "engine.adapters_check",
+    "EngineCheck": "engine.adapters_check",
     "DEFAULT_SUMMARY_PROMPT": "summary",
     "open_tracer": "tracing",
     "open_segments": "deferred", "segment_of": "deferred",
 }
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
-           "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
+           "Engine", "EngineCheck", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
            "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
-           "adapter_of_call", "collect_orphans", "held", "http_client", "new_call_id", "new_owner",
-           "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_segments",
-           "open_store", "open_tracer", "preload", "segment_of", "serving", "start_import",
-           "store_url_for"]
+           "adapter_of_call", "check_adapters", "check_engine", "collect_orphans", "held",
+           "http_client", "new_call_id", "new_owner", "open_calls", "open_engine",
+           "open_mcp_servers", "open_runtime", "open_segments", "open_store", "open_tracer",
+           "preload", "require_served", "segment_of", "serving", "start_import", "store_url_for"]
 
 
 def __getattr__(name: str) -> Any:

@@ -30,7 +30,8 @@ import anyio.from_thread
 from mol.core.errors import ServerError, UsageError
 from mol.runtime.scripted.script import Rule, Script, load_script
 
-__all__ = ["Rule", "Script", "ScriptedEngine", "load_script"]
+__all__ = ["MACARON_ADAPTERS", "Rule", "Script", "ScriptedEngine", "load_script",
+           "served_names"]
 
 _STARTUP_TIMEOUT = 10.0
 REASONING_FIELDS = (None, "reasoning_content", "reasoning")
@@ -53,6 +54,7 @@ class ScriptedEngine:
         seed: int | None = None,
         context_window: int | None = None,
         route_latency: float | None = None,
+        served: list[str] | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
 
@@ -64,7 +66,10 @@ class ScriptedEngine:
         reasoning model behind a reasoning parser (docs/scripted-engine.md); ``seed`` drives
         the stochastic rules (``p``; default: the script's seed, 0); ``context_window``
         (tokens) refuses every longer request with vLLM's 400 and is reported as
-        ``max_model_len`` in ``/v1/models``.
+        ``max_model_len`` in ``/v1/models``; ``served``: the model names it lists in
+        ``/v1/models`` and answers (default ``served_names(script)``: the script's
+        adapters and L0-L3, a Macaron engine's four LoRAs; a served name without rules
+        gets the unmatched-request 400).
         """
         from mol.runtime.scripted.app import EngineState
 
@@ -83,8 +88,10 @@ class ScriptedEngine:
         self.host, self.port = host, port
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
+        self.served = served_names(self.script, served)
+        """The model names listed in ``/v1/models`` and answered."""
         self._state = EngineState(self.script, latency, self._record, reasoning_parser,
-                                  context_window, route_latency)
+                                  context_window, route_latency, self.served)
         self._log: Any = None
         self._stack: ExitStack | None = None
 
@@ -168,6 +175,20 @@ class ScriptedEngine:
             self._log.flush()
         if self._on_request is not None:
             self._on_request(record)
+
+
+MACARON_ADAPTERS = ("L0", "L1", "L2", "L3")
+"""What a scripted engine serves besides its script's adapters by default: a stand-in for
+a Macaron engine serving its four LoRAs, so an artifact declaring them passes the adapter
+check (``mol.runtime.engine.adapters_check``) against a script naming fewer."""
+
+
+def served_names(script: Script, served: list[str] | None = None) -> list[str]:
+    """The model names a scripted engine serves: ``served`` when given, else the script's
+    adapters and ``MACARON_ADAPTERS``, in that order."""
+    if served is not None:
+        return list(dict.fromkeys(served))
+    return list(dict.fromkeys([*script.adapters, *MACARON_ADAPTERS]))
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -37,8 +37,12 @@ class EngineState:
 
     def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None],
                  reasoning_parser: str | None = None, context_window: int | None = None,
-                 route_latency: float | None = None) -> None:
+                 route_latency: float | None = None,
+                 served: list[str] | None = None) -> None:
         self.script = script
+        self.served = list(served) if served is not None else script.adapters
+        """The model names listed in ``/v1/models`` and answered (``ScriptedEngine``'s
+        ``served``)."""
         self.context_window = context_window
         """Every adapter's context window, in tokens (None: unlimited)."""
         self.latency = latency
@@ -132,7 +136,7 @@ def build_app(state: EngineState) -> Starlette:
         root = f"scripted:{state.script.fingerprint()}"
         window = {} if state.context_window is None else {"max_model_len": state.context_window}
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine",
-                 "root": root, **window} for name in state.script.adapters]
+                 "root": root, **window} for name in state.served]
         return JSONResponse({"object": "list", "data": data})
 
     async def health(request: Request) -> Response:
@@ -162,7 +166,7 @@ async def _chat(state: EngineState, request: Request) -> Any:
     delay = state.latency
     try:
         record["body"] = body = parse_body(raw)
-        chat_request = read_request(body, state.script.adapters)
+        chat_request = read_request(body, state.served)
         record["adapter"] = chat_request.adapter
         constraint = chat_request.constraint
         record["constraint"] = constraint.to_json() if constraint else None
@@ -201,7 +205,7 @@ async def _tokenize(state: EngineState, request: Request) -> Response:
         body = parse_body(await request.body())
         if not isinstance(body.get("messages"), list):
             raise HTTPProblem(400, "messages must be an array")
-        if body.get("model") not in state.script.adapters:
+        if body.get("model") not in state.served:
             raise HTTPProblem(404, f"The model `{body.get('model')}` does not exist.",
                               "NotFoundError")
     except HTTPProblem as problem:
