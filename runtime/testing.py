@@ -89,7 +89,8 @@ class ScriptedEngine:
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
         self.served = served_names(self.script, served)
-        """The model names listed in ``/v1/models`` and answered."""
+        """The model names listed in ``/v1/models`` and answered; a name appended while it
+        runs is served from then on (an engine that loaded a LoRA)."""
         self._state = EngineState(self.script, latency, self._record, reasoning_parser,
                                   context_window, route_latency, self.served)
         self._log: Any = None

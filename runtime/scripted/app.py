@@ -40,9 +40,9 @@ class EngineState:
                  route_latency: float | None = None,
                  served: list[str] | None = None) -> None:
         self.script = script
-        self.served = list(served) if served is not None else script.adapters
+        self.served = served if served is not None else script.adapters
         """The model names listed in ``/v1/models`` and answered (``ScriptedEngine``'s
-        ``served``)."""
+        ``served``, the same list: a name added to it is served from then on)."""
         self.context_window = context_window
         """Every adapter's context window, in tokens (None: unlimited)."""
         self.latency = latency
