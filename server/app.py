@@ -223,7 +223,11 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
     from mol.server.http.transport import uvicorn_config
 
     check_bind(host, config.api_key)
-    await serving.serve(uvicorn_config=uvicorn_config(create_app(config), config, host, port,
-                                                      log_level="info", access_log=True))
-    if config.start_failure is not None:  # uvicorn logged it and gave up: exit with it
-        raise config.start_failure
+    try:
+        await serving.serve(uvicorn_config=uvicorn_config(create_app(config), config, host,
+                                                          port, log_level="info",
+                                                          access_log=True))
+    except SystemExit:  # uvicorn's exit when the start failed: say why, as mol does
+        if config.start_failure is not None:
+            raise config.start_failure from None
+        raise
