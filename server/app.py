@@ -15,8 +15,9 @@ only with ``[server] expose_adapters``. Every other route needs the API key
 checkpointed into the session store.
 
 ``create_app`` builds the ASGI app; its lifespan opens the runtime (plugins,
-toolsets, engine) and the store, and on shutdown drains the turns in flight
-for at most ``drain`` seconds. ``serve`` runs it on uvicorn (``mol.runtime.serving``),
+toolsets, engine) and the store, checks that the engine serves every adapter
+(``engine_check``: a start that fails there makes ``serve`` raise the reason), and on
+shutdown drains the turns in flight for at most ``drain`` seconds. ``serve`` runs it on uvicorn (``mol.runtime.serving``),
 whose graceful shutdown (SIGTERM, SIGINT) is bounded by the same time.
 """
 
@@ -157,6 +158,7 @@ def _lifespan(config: ServerConfig) -> Any:
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as runtime,
         ):
+            # Missing LoRAs are registered just before the check (engine.register_loras).
             await _engine_checked(config, runtime)
             async with _runner(config, app, runtime, store) as runner:
                 app.state.metrics.attach(runner)
