@@ -110,8 +110,8 @@ def same_base(parent: str, base: str) -> bool:
 
 def _missing(adapter: str, name: str, ids: dict[str, Any]) -> str:
     stem = unversioned(name)
-    if stem != name:  # a LoRA: is another version of it served?
-        others = sorted(i for i in ids if i != name and unversioned(i) == stem and i != stem)
+    if stem != name:  # a LoRA: is another version (or the bare name) of it served?
+        others = sorted(i for i in ids if i != name and unversioned(i) == stem)
         if others:
             return (f"{name} is not served (the engine serves {', '.join(others)}: register "
                     f"it with mol adapters register)")

@@ -61,7 +61,7 @@ def vllm_models(data: list[dict]) -> Iterator[str]:
     """A stand-in answering ``GET /v1/models`` with ``data``, as vLLM lists LoRAs."""
 
     class Models(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server calls it by this name
             body = json.dumps({"object": "list", "data": data}).encode()
             self.send_response(200 if self.path == "/v1/models" else 404)
             self.send_header("Content-Type", "application/json")

@@ -35,8 +35,10 @@ def test_each_adapter_is_ok_or_missing_by_its_engine_name(tmp_path: Path):
         ("L0", "L0", "ok"), ("L1", "L1", "missing"), ("L2", f"L2@{SHA[:12]}", "missing"),
         ("L3", "L3", "ok")]
     assert check.problems[0].detail == "L1 (engine name L1) is not served by the engine"
-    # L2's LoRA is served under its versioned name only: the bare name is not this file
+    # L2's LoRA is served under its versioned name only: the bare name may be another file
     assert check.named("missing") == ["L1", "L2"]
+    assert check.problems[1].detail == (f"L2@{SHA[:12]} is not served (the engine serves L2: "
+                                        "register it with mol adapters register)")
     assert check_listing(artifact(tmp_path), [{"id": "L0"}, {"id": "L1"},
                                               {"id": f"L2@{SHA[:12]}"}, L3]).problems == []
 
