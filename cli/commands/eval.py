@@ -34,8 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="mol: the harness answers; oracle: solution/solve.sh runs")
     p.add_argument("--adapter", metavar="NAME", help="pin every turn to this adapter "
                    "instead of routing it")
-    p.add_argument("--engine-url", help="engine base URL, overriding engine.api_base")
-    add_engine_check_argument(p)
+    _add_engine(p)
     again = p.add_mutually_exclusive_group()
     again.add_argument("--redo", action="store_true", help="rerun finished episodes too")
     again.add_argument("--retry-errors", action="store_true",
@@ -114,6 +113,12 @@ def add_sft_arguments(p: argparse.ArgumentParser) -> None:
                    help="sft: only episodes with a reward of at least R")
     p.add_argument("--keep-prefixes", action="store_true", help="sft: keep examples whose "
                    "messages are a prefix of another's (by default they are left out)")
+
+
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    """``mol eval run``'s engine options."""
+    p.add_argument("--engine-url", help="engine base URL, overriding engine.api_base")
+    add_engine_check_argument(p)
 
 
 def _add_ray(p: argparse.ArgumentParser) -> None:
