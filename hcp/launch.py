@@ -90,9 +90,6 @@ def lora_sites(artifact: Any, model_root: Path | None) -> list[LoraSite]:
         if lora is None:
             continue
         engine_name = doc.engine_name(name)
-        if "=" in engine_name:
-            raise UsageError(f"adapters.{name}: engine name {engine_name!r} holds '=', which "
-                             "the engines' NAME=PATH arguments cannot carry")
         if engine_name not in sites:
             sites[engine_name] = LoraSite(name, engine_name, lora.path,
                                           _engine_path(artifact.base_dir, lora.path, model_root),
@@ -162,6 +159,16 @@ def max_rank(sites: list[LoraSite], given: int | None, engine: str) -> tuple[int
     return rank, notes
 
 
+def module_arg(engine: str, site: LoraSite) -> str:
+    """One LoRA's argument: ``NAME=PATH``, or the JSON object both engines also read when the
+    name or path holds a character that form cannot carry (vLLM splits ``NAME=PATH`` at every
+    ``=`` and reads an item holding ``,`` as JSON)."""
+    if "=" not in site.engine_name + site.path and "," not in site.engine_name + site.path:
+        return f"{site.engine_name}={site.path}"
+    keys = ("name", "path") if engine == "vllm" else ("lora_name", "lora_path")
+    return json.dumps(dict(zip(keys, (site.engine_name, site.path), strict=True)))
+
+
 def address(api_base: str) -> tuple[str, int]:
     """The host and port the engine listens on, from ``engine.api_base``."""
     parts = urlsplit(api_base)
@@ -187,7 +194,7 @@ def command(artifact: Any, engine: str, model_root: Path | None = None,
     base = base_path(doc, model_root)
     rank, notes = max_rank(sites, max_lora_rank, engine)
     host, port = address(doc.engine.api_base)
-    modules = [f"{site.engine_name}={site.path}" for site in sites]
+    modules = [module_arg(engine, site) for site in sites]
     launch = doc.engine.launch
     parsers: list[str] = []
     if launch.reasoning_parser:

@@ -4,6 +4,7 @@ a fifth adapter (golden lines), and ``--check`` of the files they name."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -163,3 +164,17 @@ def test_an_artifact_without_loras_or_base_is_refused(tmp_path, capsys):
     assert code == 2 and "no adapter of the artifact gives a lora" in err
     code, _, err = run(capsys, "--hcp", hcp)
     assert code == 2 and "give --engine vllm or --engine sglang" in err
+
+
+@pytest.mark.parametrize(("engine", "keys"), [("vllm", ("name", "path")),
+                                              ("sglang", ("lora_name", "lora_path"))])
+def test_a_path_the_name_equals_path_form_cannot_carry_goes_as_json(site, capsys, engine, keys):
+    root = site["root"]
+    (root / "loras" / "L0").rename(root / "loras" / "L0,v=2")
+    hcp = site["hcp"]
+    hcp.write_text(hcp.read_text().replace('path = "loras/L0"', 'path = "loras/L0,v=2"'))
+    code, out, _ = run(capsys, "--hcp", hcp, "--engine", engine, "--model-root", root)
+    assert code == 0
+    module = json.dumps({keys[0]: f"L0@{site['short']['L0']}", keys[1]: f"{root}/loras/L0,v=2"})
+    assert f" {shlex.quote(module)} L1@" in out
+    assert shlex.split(out)[shlex.split(out).index(module) - 1] in ("--lora-modules", "--lora-paths")
