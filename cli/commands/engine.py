@@ -57,7 +57,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--lora", action="append", default=[], metavar="L1=PATH",
                    help="a LoRA file for one adapter (repeatable)")
     p.set_defaults(func=local)
+    _configure_command(sub)
 
+
+def _configure_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "command",
         help="print the vLLM or SGLang command serving an artifact's base model and LoRAs",
