@@ -1,4 +1,5 @@
-"""``mol engine``: serve a model engine; ``scripted`` is the test double of docs/scripted-engine.md."""
+"""``mol engine``: serve a model engine (``scripted`` is the test double of
+docs/scripted-engine.md), or print the vLLM or SGLang command that serves an artifact."""
 
 from __future__ import annotations
 
@@ -56,6 +57,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--lora", action="append", default=[], metavar="L1=PATH",
                    help="a LoRA file for one adapter (repeatable)")
     p.set_defaults(func=local)
+    _configure_command(sub)
+
+
+def _configure_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "command",
+        help="print the vLLM or SGLang command serving an artifact's base model and LoRAs",
+        description="Print the engine's launch command from the artifact: its base model, "
+                    "every adapter's LoRA under its versioned name, the LoRA limits, host "
+                    "and port from engine.api_base, [engine] launch's parsers and arguments; "
+                    "see docs/adapters.md. --check verifies the files it names instead.",
+    )
+    p.add_argument("--hcp", type=Path, required=True, metavar="FILE", help="the artifact")
+    p.add_argument("--engine", choices=("vllm", "sglang"),
+                   help="the engine (default: engine.lora_api when it is vllm or sglang)")
+    p.add_argument("--model-root", type=Path, metavar="DIR",
+                   help="folder the base model ([model] base) and relative LoRA paths lie "
+                   "under on the engine's machine (default: LoRAs relative to the artifact, "
+                   "the base as written)")
+    p.add_argument("--max-lora-rank", type=int, metavar="R",
+                   help="the largest LoRA rank (default: read from each LoRA's "
+                   "adapter_config.json, 16 for one mol cannot read)")
+    p.add_argument("--check", action="store_true",
+                   help="check that the base folder and every LoRA exist and that each LoRA's "
+                   "content matches its sha256; one line per problem, exit 1 on any")
+    p.set_defaults(func=command)
 
 
 def scripted(args: argparse.Namespace) -> int:
@@ -96,6 +123,34 @@ async def local(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
     loras = dict(parse_lora(spec) for spec in args.lora)
     await serve_until_stopped(LocalEngineConfig(port=args.port, model=args.model, loras=loras))
+    return 0
+
+
+def command(args: argparse.Namespace) -> int:
+    """Print the launch command (notes on stderr), or with ``--check`` the problems with the
+    files it names (exit 1) or ``ok``."""
+    from mol.hcp.launch import command as launch_command
+    from mol.hcp.launchcheck import check
+    from mol.hcp.loader import load
+
+    artifact = load(args.hcp)
+    root = args.model_root.expanduser().absolute() if args.model_root else None
+    if args.check:
+        found = check(artifact, root)
+        for note in found.notes:
+            print(f"mol engine command: {note}", file=sys.stderr)
+        print("\n".join(found.problems) if found.problems else "ok")
+        return 1 if found.problems else 0
+    engine = args.engine or artifact.doc.engine.lora_api
+    if engine not in ("vllm", "sglang"):
+        raise UsageError("give --engine vllm or --engine sglang (the artifact's engine.lora_api "
+                         f"is {engine!r})")
+    if args.max_lora_rank is not None and args.max_lora_rank < 1:
+        raise UsageError(f"--max-lora-rank must be at least 1, got {args.max_lora_rank}")
+    launch = launch_command(artifact, engine, root, args.max_lora_rank)
+    for note in launch.notes:
+        print(f"mol engine command: {note}", file=sys.stderr)
+    print(launch.line())
     return 0
 
 
