@@ -14,7 +14,7 @@ from mol.core.errors import HCPError
 from mol.hcp.harness import from_harness
 from mol.hcp.loader import load
 
-from ..harness_profile import FILES, IDENTITY, ROUTE_TEXT, write_profile
+from .conftest import FILES, IDENTITY, ROUTE_TEXT, write_profile
 
 
 def run(capsys, *argv: object) -> tuple[int, str, str]:

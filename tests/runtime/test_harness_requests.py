@@ -13,8 +13,7 @@ from mol.hcp.harness import from_harness
 from mol.hcp.loader import Artifact, load
 from mol.runtime.testing import ScriptedEngine
 
-from ..harness_profile import IDENTITY, ROUTE_TEXT, write_profile
-from .conftest import session
+from .conftest import IDENTITY, ROUTE_TEXT, session, write_profile
 
 pytestmark = pytest.mark.anyio
 
