@@ -30,6 +30,8 @@ PLACEHOLDERS = ("ADAPTER_DESCRIPTIONS", "LORA_DESCRIPTIONS", "ROUTE_LABELS", "MO
                 "BASE_MODEL")
 DESCRIBING = ("ADAPTER_DESCRIPTIONS", "LORA_DESCRIPTIONS")
 """The placeholders standing for the adapters' descriptions."""
+ALIASES = ("LORA_DESCRIPTIONS",)
+"""Placeholders accepted under another name (the reference proxy's), not offered in hints."""
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 Locate = Callable[[tuple], "int | None"]
@@ -148,7 +150,7 @@ def _unknown(name: str, text: str, offset: int, loc: tuple, where: str | None,
     line_in_text = text.count("\n", 0, offset) + 1
     close = difflib.get_close_matches(name.strip(), PLACEHOLDERS, n=1, cutoff=0.6)
     hint = (f"did you mean {{{{{close[0]}}}}}?" if close else
-            "known: " + ", ".join(f"{{{{{p}}}}}" for p in PLACEHOLDERS))
+            "known: " + ", ".join(f"{{{{{p}}}}}" for p in PLACEHOLDERS if p not in ALIASES))
     message = f"unknown placeholder {{{{{name}}}}}"
     if where is not None:
         return Issue(message, file=where, line=line_in_text, path=format_path(loc), hint=hint)
