@@ -16,7 +16,8 @@ where the artifact is written; none of their text is copied into the TOML:
 The reference's numbers come with them (``REFERENCE``): greedy decoding on every hop,
 24 route tokens, 192 summary tokens, 131,072 answer tokens; the router adapter ``L0``; a
 routed adapter the engine has not loaded falls back on ``L1``, a failed route on ``L2``
-(the default the route prompt names). docs/hcp-import.md has the table.
+(the default the route prompt names). The mapping table: docs/hcp.md, "Importing the
+reference profiles".
 """
 
 from __future__ import annotations
