@@ -19,13 +19,13 @@ from mol.hcp.loras import is_uri
 
 
 def prompt_locations(doc: Any) -> list[tuple]:
-    """Key paths of every prompt a (possibly invalid) document may hold: the router's, the
-    summary's, the identity prompt, the compaction's, and each declared adapter's own and
+    """Key paths of every prompt a (possibly invalid) document may hold: the router's (and its
+    descriptions file), the summary's, the identity prompt, the compaction's, and each declared adapter's own and
     compaction prompt."""
     adapters = doc.get("adapters") if isinstance(doc, dict) else None
     names = [name for name in adapters if isinstance(name, str)] if isinstance(
         adapters, dict) else []
-    return [("router", "prompt"), ("summary", "prompt"), ("model", "identity"),
+    return [("router", "prompt"), ("router", "descriptions"), ("summary", "prompt"), ("model", "identity"),
             ("compaction", "prompt"),
             *(loc for name in names
               for loc in (("adapters", name, "prompt"), ("adapters", name, "compaction",

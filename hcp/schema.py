@@ -172,6 +172,19 @@ class EngineConfig(Model):
     """Request fields that switch a reasoning model's thinking off (vLLM and SGLang both take
     ``chat_template_kwargs.enable_thinking``); sent on the route and summary hops unless their
     ``thinking`` is true. ``{}`` sends nothing."""
+    thinking_on: dict[str, Any] = Field(
+        default_factory=lambda: {"chat_template_kwargs": {"enable_thinking": True}})
+    """Request fields that switch a reasoning model's thinking on. The answer hop sends them
+    when the client asks for a reasoning effort other than ``none`` or ``minimal`` (Chat
+    ``reasoning_effort``, Responses ``reasoning.effort``; those two send ``thinking_off``);
+    without an effort, neither (the chat template's default). GLM-5.x and Qwen3.x templates
+    both read ``enable_thinking``. ``{}`` sends nothing."""
+    affinity_header: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+    """A header every engine request carries with the conversation's id as its value, the
+    same for all of a conversation's requests (route, answer, summary, compaction), so a
+    gateway in front of several engine replicas keeps a conversation on the replica that
+    holds its prefix cache (e.g. ``X-SMG-Routing-Key``, SGLang's model gateway, as the
+    reference MoL proxy sends). Unset: no such header."""
 
     @model_validator(mode="after")
     def _registration(self) -> EngineConfig:

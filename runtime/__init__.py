@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         preload,
         start_import,
     )
+    from mol.runtime.engine.affinity import effort_params
     from mol.runtime.engine.http import http_client
     from mol.runtime.recorder import Recorder
     from mol.runtime.runtime import Runtime
@@ -72,6 +73,7 @@ _EXPORTS = {
     "Engine": "engine", "LiteLLMEngine": "engine", "Completion": "engine",
     "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
     "start_import": "engine", "http_client": "engine.http",
+    "effort_params": "engine.affinity",
     "DEFAULT_SUMMARY_PROMPT": "summary",
     "open_tracer": "tracing",
     "open_segments": "deferred", "segment_of": "deferred",
@@ -80,7 +82,7 @@ _EXPORTS = {
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
            "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
            "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
-           "adapter_of_call", "collect_orphans", "held", "http_client", "new_call_id", "new_owner",
+           "adapter_of_call", "collect_orphans", "effort_params", "held", "http_client", "new_call_id", "new_owner",
            "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_segments",
            "open_store", "open_tracer", "preload", "segment_of", "serving", "start_import",
            "store_url_for"]

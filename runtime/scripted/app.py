@@ -158,7 +158,9 @@ async def _chat(state: EngineState, request: Request) -> Any:
     raw = await request.body()
     received = time.monotonic()
     record: dict[str, Any] = {"seq": len(state.records) + 1, "adapter": None, "rule": None,
-                              "status": 200, "body": raw.decode("utf-8", "replace")}
+                              "status": 200, "body": raw.decode("utf-8", "replace"),
+                              "headers": {name: value for name, value in request.headers.items()
+                                          if name != "authorization"}}
     delay = state.latency
     try:
         record["body"] = body = parse_body(raw)
