@@ -142,7 +142,7 @@ class LoraState:
             problem = HTTPProblem(400, f"The lora adapter '{name}' has already been loaded. If "
                                   "you want to load the adapter in place, set 'load_inplace' to "
                                   "True.", "InvalidUserInput")
-        elif not Path(path).exists():
+        elif not _exists(path):
             problem = HTTPProblem(404, f"Loading lora {name} failed: No adapter found for {path}",
                                   "NotFoundError")
         else:
@@ -178,7 +178,7 @@ class LoraState:
         if not self.runtime_updating:
             return self._sglang(record, "LoRA is not enabled. Please set `--enable-lora` to "
                                 "enable LoRA.", listed=False)
-        if not isinstance(path, str) or not Path(path).exists():
+        if not isinstance(path, str) or not _exists(path):
             # SGLang reads a path that is no folder as a Hugging Face repo id.
             return self._sglang(record, "Repo id must be in the form 'repo_name' or "
                                 f"'namespace/repo_name': '{path}'. Use `repo_type` argument "
@@ -220,3 +220,8 @@ class LoraState:
 
 def _vllm_error(problem: HTTPProblem) -> Response:
     return JSONResponse(problem.body(), status_code=problem.status)
+
+
+def _exists(path: str) -> bool:
+    """Whether a LoRA path names a local file or folder (a stat: cheap enough on the loop)."""
+    return Path(path).exists()
