@@ -86,7 +86,7 @@ class LoraState:
         lines = [f"# HELP {GAUGE} Running stats on lora requests.", f"# TYPE {GAUGE} gauge"]
         for (waiting, running), when in self.series.items():
             lines.append(f'{GAUGE}{{max_lora="{self.max_loras}",waiting_lora_adapters='
-                         f'"{waiting}",running_lora_adapters="{running}"}} {when:.6e}')
+                         f'"{waiting}",running_lora_adapters="{running}"}} {when!r}')
         return "\n".join(lines) + "\n"
 
     def models(self) -> list[dict[str, Any]]:

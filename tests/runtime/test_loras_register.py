@@ -184,16 +184,14 @@ async def test_in_use_reads_vllms_lora_gauge_while_a_request_is_in_flight(tmp_pa
                 group.start_soon(partial(
                     http.post, f"{engine.base_url}/chat/completions",
                     json={"model": old, "messages": [{"role": "user", "content": "x"}]}))
-                with anyio.fail_after(10):
-                    while not entered.is_set():
-                        await anyio.sleep(0.01)
+                await anyio.to_thread.run_sync(entered.wait, 10)
                 assert await client.in_use(old) is True
                 done = await unregister_loras(art, lora_client(art, engine.base_url),
                                               stale=True)
                 assert done == [(old, "in use")] and old in engine.loaded_loras
                 group.cancel_scope.cancel()
         with anyio.fail_after(10):
-            while await client.in_use(old):
+            while await client.in_use(old):  # the engine sees the client gone  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         assert await unregister_loras(art, lora_client(art, engine.base_url),
                                       stale=True) == [(old, "unloaded")]
