@@ -81,9 +81,10 @@ async def register_loras(artifact: Any, client: LoraClient,
     """Register the adapters' LoRAs the engine does not list yet (all with a ``lora`` when
     ``adapters`` is None): ``(engine name, "registered" | "present")`` each. A listed name
     is left alone (never reloaded in place)."""
+    chosen = with_lora(artifact, adapters)  # a bad name is told before the engine is asked
     listed = {model.id for model in await client.served()}
     done = []
-    for adapter in with_lora(artifact, adapters):
+    for adapter in chosen:
         name, path = artifact.doc.engine_name(adapter), lora_path(artifact, adapter)
         if name in listed:
             done.append((name, "present"))
@@ -106,8 +107,8 @@ async def unregister_loras(artifact: Any, client: LoraClient, adapters: list[str
     """Unload the adapters' current versions, or (``stale``) the other versions of them the
     engine lists: ``(engine name, "unloaded" | "not registered" | "in use")`` each. A stale
     version the engine reports requests running or waiting for is skipped."""
-    rows, _ = survey_loras(artifact, await client.served())
     chosen = set(with_lora(artifact, adapters))
+    rows, _ = survey_loras(artifact, await client.served())
     done = []
     for row in (r for r in rows if r.adapter in chosen):
         if not stale:
