@@ -75,7 +75,7 @@ class ScriptedEngine:
         LoRAs with requests in flight on ``/metrics`` (``max_loras`` run at once).
         """
         from mol.runtime.scripted.app import EngineState
-        from mol.runtime.scripted.loras import LORA_APIS, LoraState
+        from mol.runtime.scripted.loras import LoraState
 
         for name, value in (("latency", latency), ("route_latency", route_latency or 0.0)):
             if not 0 <= value < float("inf"):
@@ -86,10 +86,6 @@ class ScriptedEngine:
         if reasoning_parser not in REASONING_FIELDS:
             raise UsageError(f"reasoning_parser must be one of {REASONING_FIELDS[1:]} or None, "
                              f"got {reasoning_parser!r}")
-        if lora_api is not None and lora_api not in LORA_APIS:
-            raise UsageError(f"lora_api must be one of {LORA_APIS} or None, got {lora_api!r}")
-        if max_loras < 1:
-            raise UsageError(f"max_loras must be at least 1, got {max_loras}")
         self.script = load_script(script)
         if seed is not None:
             self.script.seed = seed

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mol.core.errors import UsageError
 from mol.hcp.loras import unversioned
 from mol.runtime.scripted.requests import HTTPProblem, parse_body
 
@@ -40,6 +41,10 @@ class LoraState:
 
     def __init__(self, api: str | None, runtime_updating: bool, base: str, max_loras: int,
                  on_record: Any) -> None:
+        if api is not None and api not in LORA_APIS:
+            raise UsageError(f"lora_api must be one of {LORA_APIS} or None, got {api!r}")
+        if max_loras < 1:
+            raise UsageError(f"max_loras must be at least 1, got {max_loras}")
         self.api, self.runtime_updating = api, runtime_updating
         self.base, self.max_loras = base, max_loras
         self.on_record = on_record
