@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -207,3 +210,26 @@ def test_serve_registers_the_missing_loras_at_start(tmp_path, caplog):
     assert list(engine.loaded_loras) == [version(b"v1")]
     assert [r.getMessage() for r in caplog.records if r.name == "mol.serve"] == [
         f"registered LoRA {version(b'v1')} with the engine"]
+
+
+def test_mol_engine_scripted_loads_loras_as_the_dialect_says(tmp_path):
+    script = tmp_path / "s.toml"
+    script.write_text(SCRIPT)
+    command = [sys.executable, "-m", "mol.cli", "engine", "scripted", "--script", str(script),
+               "--port", "0", "--lora-api", "vllm", "--base", "qwen"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            url = proc.stderr.readline().split(" at ")[1].split(",")[0].strip()
+            load = httpx.post(f"{url}/load_lora_adapter",
+                              json={"lora_name": "L2@0123456789ab", "lora_path": str(tmp_path)})
+            models = httpx.get(f"{url}/models").json()["data"]
+            progress = proc.stderr.readline()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            proc.kill()
+    assert load.text == "Success: LoRA adapter 'L2@0123456789ab' added successfully."
+    assert models[-1] == {"id": "L2@0123456789ab", "object": "model", "created": 0,
+                          "owned_by": "mol-scripted-engine", "root": str(tmp_path),
+                          "parent": "qwen"}
+    assert progress.strip() == "#1 /v1/load_lora_adapter L2@0123456789ab -> 200"
