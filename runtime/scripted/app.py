@@ -16,7 +16,6 @@ import json
 import time
 from collections.abc import Callable
 from functools import partial
-from http import HTTPStatus
 from typing import Any
 
 import anyio
@@ -156,11 +155,11 @@ def build_app(state: EngineState) -> Starlette:
         return Response(status_code=200)
 
     async def http_error(request: Request, exc: Exception) -> Response:
+        # FastAPI's own answer (vLLM's handler is for FastAPI's HTTPException, not the
+        # router's): an unknown route is 404 {"detail": "Not Found"}, as vLLM answers its
+        # LoRA routes without runtime updating.
         assert isinstance(exc, HTTPException)
-        # vLLM's handler of HTTP errors (an unknown route: 404 "Not Found"); vLLM answers a
-        # success of its LoRA routes as bare text (no media type).
-        problem = HTTPProblem(exc.status_code, str(exc.detail), HTTPStatus(exc.status_code).phrase)
-        return JSONResponse(problem.body(), status_code=exc.status_code)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
     routes = [
         Route("/v1/models", models, methods=["GET"]),

@@ -97,6 +97,9 @@ async def test_vllm_without_runtime_updating_is_a_clear_error(tmp_path):
     async with ScriptedEngine(SCRIPT, lora_api="vllm", runtime_lora_updating=False) as engine:
         with pytest.raises(EngineResponseError) as caught:
             await register_missing(art, engine.base_url)
+        async with httpx.AsyncClient() as http:  # no such route: FastAPI's 404, as vLLM's
+            raw = await http.post(f"{engine.base_url}/load_lora_adapter", json={})
+    assert (raw.status_code, raw.json()) == (404, {"detail": "Not Found"})
     assert str(caught.value) == (
         f"the engine refused {art.doc.engine_name('L2')}: runtime LoRA updating is off: start "
         "vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True")
