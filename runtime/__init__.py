@@ -32,6 +32,15 @@ if TYPE_CHECKING:
     )
     from mol.runtime.engine.affinity import effort_params
     from mol.runtime.engine.http import http_client
+    from mol.runtime.engine.loras import LoraClient, ServedModel
+    from mol.runtime.engine.registration import (
+        AdapterLora,
+        lora_client,
+        register_loras,
+        register_missing,
+        survey_loras,
+        unregister_loras,
+    )
     from mol.runtime.recorder import Recorder
     from mol.runtime.runtime import Runtime
     from mol.runtime.session import Approver, Session
@@ -74,18 +83,24 @@ _EXPORTS = {
     "ToolCall": "engine", "Usage": "engine", "OnDelta": "engine", "preload": "engine",
     "start_import": "engine", "http_client": "engine.http",
     "effort_params": "engine.affinity",
+    "LoraClient": "engine.loras", "ServedModel": "engine.loras",
+    "AdapterLora": "engine.registration", "lora_client": "engine.registration",
+    "register_loras": "engine.registration", "register_missing": "engine.registration",
+    "survey_loras": "engine.registration", "unregister_loras": "engine.registration",
     "DEFAULT_SUMMARY_PROMPT": "summary",
     "open_tracer": "tracing",
     "open_segments": "deferred", "segment_of": "deferred",
 }
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
-           "Engine", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
-           "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
-           "adapter_of_call", "collect_orphans", "effort_params", "held", "http_client", "new_call_id", "new_owner",
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "AdapterLora", "Approver", "Completion",
+           "Conversation", "Engine", "LiteLLMEngine", "LoraClient", "OnDelta", "Recorder",
+           "Runtime", "ServedModel", "Session", "SessionStore", "ToolCall", "Turn", "TurnLog",
+           "TurnRecord", "TurnResult", "Usage", "adapter_of_call", "collect_orphans",
+           "effort_params", "held", "http_client", "lora_client", "new_call_id", "new_owner",
            "open_calls", "open_engine", "open_mcp_servers", "open_runtime", "open_segments",
-           "open_store", "open_tracer", "preload", "segment_of", "serving", "start_import",
-           "store_url_for"]
+           "open_store", "open_tracer", "preload", "register_loras", "register_missing",
+           "segment_of", "serving", "start_import", "store_url_for", "survey_loras",
+           "unregister_loras"]
 
 
 def __getattr__(name: str) -> Any:

@@ -43,6 +43,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--context-window", type=int, metavar="N",
                    help="every adapter's context window, in tokens: a longer request is refused "
                    "with vLLM's 400, and /v1/models reports max_model_len = N")
+    p.add_argument("--lora-api", choices=("vllm", "sglang"),
+                   help="load LoRAs at runtime as this engine does (vLLM's /v1/load_lora_adapter "
+                   "or SGLang's /load_lora_adapter), listing them in /v1/models")
+    p.add_argument("--no-runtime-lora-updating", dest="runtime_lora_updating",
+                   action="store_false", help="with --lora-api vllm: no load routes, as vLLM "
+                   "without VLLM_ALLOW_RUNTIME_LORA_UPDATING; sglang: as without --enable-lora")
+    p.add_argument("--base", default="scripted-base", metavar="ID",
+                   help="the base model's id, the parent of loaded LoRAs (default: scripted-base)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
     p.set_defaults(func=scripted)
 
@@ -98,7 +106,8 @@ def scripted(args: argparse.Namespace) -> int:
                             latency=args.latency, on_request=on_request,
                             reasoning_parser=args.reasoning_parser, seed=args.seed,
                             context_window=args.context_window,
-                            route_latency=args.route_latency)
+                            route_latency=args.route_latency, lora_api=args.lora_api,
+                            runtime_lora_updating=args.runtime_lora_updating, base=args.base)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -157,7 +166,8 @@ def command(args: argparse.Namespace) -> int:
 def _print_request(record: dict[str, Any]) -> None:
     """One progress line per request: sequence, adapter, rule, status (and the error if any)."""
     rule = f"[{record['rule']}]" if record["rule"] is not None else ""
-    line = f"  #{record['seq']} {record['adapter'] or '?'}{rule} -> {record['status']}"
+    path = f" {record['path']}" if "path" in record else ""  # a LoRA load or unload
+    line = f"  #{record['seq']}{path} {record['adapter'] or '?'}{rule} -> {record['status']}"
     if record.get("error"):
         line += f": {record['error']}"
     print(line, file=sys.stderr, flush=True)
