@@ -26,6 +26,7 @@ import anyio
 from mol.acpagent.sdk import CLIENT_METHODS
 from mol.core.errors import ClientError
 from mol.core.tools import Tool, ToolContext, ToolResult, function_tool
+from mol.sandboxes.result import escape_own_lines
 
 log = logging.getLogger("mol.acp")
 
@@ -221,12 +222,13 @@ class ClientTools:
         status = output.exit_status or exited
         code = status.exit_code if status is not None else None
         signal = status.signal if status is not None else None
-        parts = [output.output.rstrip("\n")] if output.output else []
-        parts.append(f"[exit code: {'none' if code is None else code}]")
-        if timed_out:
+        parts = [escape_own_lines(output.output.rstrip("\n"))] if output.output else []
+        if timed_out:  # killed, whatever it printed or its status says
             parts.append(f"[Timed out after {timeout:g} s: the command was killed.]")
-        elif signal:
-            parts.append(f"[The command was killed by signal {signal}.]")
+        else:
+            parts.append(f"[exit code: {'none' if code is None else code}]")
+            if signal:
+                parts.append(f"[The command was killed by signal {signal}.]")
         if output.truncated:
             parts.append(f"[Output truncated: its beginning was dropped (the last "
                          f"{self.sandbox.max_output_bytes} bytes are kept).]")

@@ -25,8 +25,15 @@ class RouterConfig(Model):
     """The routing hop: which adapter answers the turn."""
 
     prompt: Prompt
-    """The router prompt. It may use ``{{ADAPTER_DESCRIPTIONS}}`` and ``{{ROUTE_LABELS}}``
-    (see ``layout`` for where the user's turn goes)."""
+    """The router prompt. It may use ``{{ADAPTER_DESCRIPTIONS}}`` (or its synonym
+    ``{{LORA_DESCRIPTIONS}}``, the reference proxy's name) and ``{{ROUTE_LABELS}}`` (see
+    ``layout`` for where the user's turn goes)."""
+    descriptions: Prompt | None = None
+    """A file of adapter descriptions in the reference proxy's ``lora.md`` form: a ``## NAME``
+    heading per adapter, its ``### Description`` section below (``mol hcp import --from
+    mol-harness`` names the profile's own file). Each description found there stands for that
+    adapter's ``description`` in ``{{ADAPTER_DESCRIPTIONS}}``; an adapter's own
+    ``description`` wins."""
     labels: list[AdapterName] | None = Field(default=None, min_length=1)
     """The labels the router may answer; the engine is constrained to exactly one of them.
     Unset: every declared adapter, in name order."""
@@ -46,6 +53,11 @@ class RouterConfig(Model):
     blank line and the router prompt without its last line; that last line (e.g.
     ``model_id=``) is sent as an assistant prefill the engine continues
     (``continue_final_message``), the layout the Macaron router adapter was trained on."""
+    quote_turn: bool = True
+    """Quote the turn as untrusted text (``<untrusted_turn>`` tags) in the routing request.
+    False sends the turn as the user wrote it (whitespace trimmed), as the reference MoL proxy
+    does, whose route prompt itself tells the router to treat the text above it as quoted;
+    only the route hop is concerned (the answer hop always gets the turn unquoted)."""
     thinking: bool = False
     """Let a reasoning model think on the routing hop. False sends ``engine.thinking_off``
     (with a reasoning parser on, a thinking router would put its label in

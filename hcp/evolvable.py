@@ -90,9 +90,10 @@ def evolvable(path: str, patterns: list[str] | tuple[str, ...]) -> str | None:
 
 
 def _covers(path: str, never: str) -> bool:
-    """Whether an edit replacing all of ``path`` replaces something under ``never``."""
+    """Whether an edit replacing all of ``path`` replaces something under ``never`` (the
+    set of an object's keys, ``$keys``, holds none of their values)."""
     have, want = segments(path), segments(never)
-    return len(have) < len(want) and all(w in ("*", h) for w, h in zip(want, have,
+    return have[-1:] != [KEYS] and len(have) < len(want) and all(w in ("*", h) for w, h in zip(want, have,
                                                                        strict=False))
 
 

@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from mol.hcp.digest import digest_file, digest_tree
+from mol.hcp.loras import is_uri
 
 
 def prompt_locations(doc: Any) -> list[tuple]:
-    """Key paths of every prompt a (possibly invalid) document may hold: the router's, the
-    summary's, the identity prompt, the compaction's, and each declared adapter's own and
+    """Key paths of every prompt a (possibly invalid) document may hold: the router's (and its
+    descriptions file), the summary's, the identity prompt, the compaction's, and each declared adapter's own and
     compaction prompt."""
     adapters = doc.get("adapters") if isinstance(doc, dict) else None
     names = [name for name in adapters if isinstance(name, str)] if isinstance(
         adapters, dict) else []
-    return [("router", "prompt"), ("summary", "prompt"), ("model", "identity"),
+    return [("router", "prompt"), ("router", "descriptions"), ("summary", "prompt"), ("model", "identity"),
             ("compaction", "prompt"),
             *(loc for name in names
               for loc in (("adapters", name, "prompt"), ("adapters", name, "compaction",
@@ -127,9 +128,16 @@ def _prompt(found: Found, loc: tuple, base_dir: Path, ref: str) -> None:
         found.problems.append((loc, f"{ref} is not UTF-8 text (byte {exc.start})"))
 
 
-def map_refs(doc: dict, fn: Callable[[str], str]) -> dict:
-    """A copy of a valid document with each file reference ``ref`` replaced by ``fn(ref)``."""
+def map_refs(doc: dict, fn: Callable[[str], str], loras: bool = True) -> dict:
+    """A copy of a valid document with each file reference ``ref`` replaced by ``fn(ref)``
+    (with ``loras``, the adapters' LoRA paths on disk too: their content enters the digest
+    as their ``sha256``, not as a file of the artifact)."""
     doc = copy.deepcopy(doc)
+    for config in (doc.get("adapters") or {}).values() if loras else ():
+        lora = config.get("lora") if isinstance(config, dict) else None
+        if isinstance(lora, dict) and isinstance(lora.get("path"), str) and not is_uri(
+                lora["path"]):
+            lora["path"] = fn(lora["path"])
     for loc in prompt_locations(doc):
         prompt = _get(doc, *loc)
         if isinstance(prompt, dict):
@@ -149,8 +157,13 @@ def map_refs(doc: dict, fn: Callable[[str], str]) -> dict:
 
 
 def substitute(doc: dict, digests: dict[str, str]) -> dict:
-    """The document with each file reference replaced by the file's digest."""
-    return map_refs(doc, digests.__getitem__)
+    """The document with each file reference replaced by the file's digest, and each
+    LoRA by its hash alone (where the engine reads it is no part of what it is)."""
+    doc = map_refs(doc, digests.__getitem__, loras=False)
+    for config in (doc.get("adapters") or {}).values():
+        if isinstance(config, dict) and isinstance(config.get("lora"), dict):
+            config["lora"].pop("path", None)
+    return doc
 
 
 def rebase(doc: dict, old_base: Path, new_base: Path) -> dict:

@@ -2,8 +2,10 @@
 
 The router, adapter, identity and summary prompts may use
 
-- ``{{ADAPTER_DESCRIPTIONS}}``: one ``NAME = description`` line per routable adapter,
-  sorted by name (each description on one line);
+- ``{{ADAPTER_DESCRIPTIONS}}`` (or ``{{LORA_DESCRIPTIONS}}``, the reference proxy's name for
+  it): one ``NAME = description`` line per routable adapter, sorted by name (each
+  description on one line; from the adapter's ``description``, else from the
+  ``router.descriptions`` file, ``mol.hcp.descriptions``);
 - ``{{ROUTE_LABELS}}``: the routing labels joined by spaces;
 - ``{{MODEL_NAME}}`` and ``{{BASE_MODEL}}``: ``[model] name`` and ``base``.
 
@@ -19,11 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mol.hcp import descriptions
 from mol.hcp.base import FileRef
 from mol.hcp.files import prompt_locations, resolve
 from mol.hcp.issues import Issue, format_path
 
-PLACEHOLDERS = ("ADAPTER_DESCRIPTIONS", "ROUTE_LABELS", "MODEL_NAME", "BASE_MODEL")
+PLACEHOLDERS = ("ADAPTER_DESCRIPTIONS", "LORA_DESCRIPTIONS", "ROUTE_LABELS", "MODEL_NAME",
+                "BASE_MODEL")
+DESCRIBING = ("ADAPTER_DESCRIPTIONS", "LORA_DESCRIPTIONS")
+"""The placeholders standing for the adapters' descriptions."""
+ALIASES = ("LORA_DESCRIPTIONS",)
+"""Placeholders accepted under another name (the reference proxy's), not offered in hints."""
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 Locate = Callable[[tuple], "int | None"]
@@ -35,9 +43,9 @@ def render_prompts(doc: Any, texts: dict[str, str], base_dir: Path, file: str | 
     """Every prompt of a validated document, rendered (key path -> text), and the problems:
     unknown placeholders, values a placeholder needs that the artifact lacks, and a
     prefill router prompt without its prefill line."""
-    values = _values(doc)
+    described, issues = _described(doc, texts, base_dir, file, line_of)
+    values = _values(doc, described)
     prompts: dict[str, str] = {}
-    issues: list[Issue] = []
     for loc in prompt_locations({"adapters": dict(doc.adapters)}):
         prompt = _at(doc, loc)
         if prompt is None:
@@ -53,7 +61,7 @@ def render_prompts(doc: Any, texts: dict[str, str], base_dir: Path, file: str | 
         for name, offset in unknown:
             issues.append(_unknown(name, text, offset, loc, where, file, line_of))
         for name in used:
-            issues += _missing(name, doc, loc, file, line_of)
+            issues += _missing(name, doc, described, loc, file, line_of)
         prompts[format_path(loc)] = _PLACEHOLDER.sub(
             lambda m: values.get(m.group(1), m.group(0)), text)
     router = prompts.get("router.prompt")
@@ -75,14 +83,39 @@ def prefill_split(prompt: str) -> tuple[str, str]:
     return "\n".join(lines[:-1]).rstrip(), stem
 
 
-def adapter_descriptions(doc: Any) -> str:
-    """``NAME = description`` per routable adapter, sorted, each description on one line."""
-    return "\n".join(f"{name} = {' '.join((doc.adapters[name].description or '').split())}"
+def adapter_descriptions(doc: Any, described: dict[str, str] | None = None) -> str:
+    """``NAME = description`` per routable adapter, sorted, each description on one line
+    (``described``: the descriptions file's, for the adapters without their own)."""
+    return "\n".join(f"{name} = {' '.join(_description(doc, name, described).split())}"
                      for name in sorted(doc.route_labels) if name in doc.adapters)
 
 
-def _values(doc: Any) -> dict[str, str]:
-    return {"ADAPTER_DESCRIPTIONS": adapter_descriptions(doc),
+def _description(doc: Any, name: str, described: dict[str, str] | None) -> str:
+    return doc.adapters[name].description or (described or {}).get(name, "")
+
+
+def _described(doc: Any, texts: dict[str, str], base_dir: Path, file: str | None,
+               line_of: Locate) -> tuple[dict[str, str], list[Issue]]:
+    """The ``router.descriptions`` file's descriptions by adapter, and its problems."""
+    ref = doc.router.descriptions
+    if ref is None:
+        return {}, []
+    if isinstance(ref, FileRef):
+        if ref.path not in texts:  # missing or unreadable: already reported
+            return {}, []
+        text, where = texts[ref.path], _prompt_file(ref.path, base_dir, file)
+    else:
+        text, where = ref, file
+    found, problems = descriptions.parse(text)
+    issues = [Issue(message, file=where, line=line if where != file else
+                    line_of(("router", "descriptions")), path="router.descriptions")
+              for line, message in problems]
+    return {name: entry.description for name, entry in found.items()}, issues
+
+
+def _values(doc: Any, described: dict[str, str]) -> dict[str, str]:
+    listed = adapter_descriptions(doc, described)
+    return {"ADAPTER_DESCRIPTIONS": listed, "LORA_DESCRIPTIONS": listed,
             "ROUTE_LABELS": " ".join(doc.route_labels),
             "MODEL_NAME": doc.model.name, "BASE_MODEL": doc.model.base or ""}
 
@@ -117,7 +150,7 @@ def _unknown(name: str, text: str, offset: int, loc: tuple, where: str | None,
     line_in_text = text.count("\n", 0, offset) + 1
     close = difflib.get_close_matches(name.strip(), PLACEHOLDERS, n=1, cutoff=0.6)
     hint = (f"did you mean {{{{{close[0]}}}}}?" if close else
-            "known: " + ", ".join(f"{{{{{p}}}}}" for p in PLACEHOLDERS))
+            "known: " + ", ".join(f"{{{{{p}}}}}" for p in PLACEHOLDERS if p not in ALIASES))
     message = f"unknown placeholder {{{{{name}}}}}"
     if where is not None:
         return Issue(message, file=where, line=line_in_text, path=format_path(loc), hint=hint)
@@ -126,15 +159,16 @@ def _unknown(name: str, text: str, offset: int, loc: tuple, where: str | None,
     return Issue(message, file=file, line=line_of(loc), path=format_path(loc), hint=hint)
 
 
-def _missing(name: str, doc: Any, loc: tuple, file: str | None, line_of: Locate) -> list[Issue]:
+def _missing(name: str, doc: Any, described: dict[str, str], loc: tuple, file: str | None,
+             line_of: Locate) -> list[Issue]:
     """The values ``{{name}}`` needs that the artifact does not give."""
     user = f"{format_path(loc)} uses {{{{{name}}}}}"
     if name == "BASE_MODEL" and not doc.model.base:
         return [Issue(f"required: {user}", file=file, line=line_of(("model",)),
                       path="model.base")]
-    if name != "ADAPTER_DESCRIPTIONS":
+    if name not in DESCRIBING:
         return []
     return [Issue(f"required: {user} and {adapter} is routable", file=file,
                   line=line_of(("adapters", adapter)), path=f"adapters.{adapter}.description")
             for adapter in sorted(doc.route_labels)
-            if adapter in doc.adapters and not (doc.adapters[adapter].description or "").strip()]
+            if adapter in doc.adapters and not _description(doc, adapter, described).strip()]

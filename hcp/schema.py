@@ -109,6 +109,22 @@ document has exactly these; from version 2 on, ``[adapters]`` declares any popul
 
 
 
+class LaunchConfig(Model):
+    """What ``mol engine command`` adds to the engine's launch command beyond the artifact's
+    base model, LoRAs and address: the parsers the model's chat template needs, and any other
+    flags of the engine."""
+
+    reasoning_parser: str | None = None
+    """The engine's reasoning parser for the base model (``--reasoning-parser``, e.g.
+    ``glm45``): the thinking text then arrives apart from the answer."""
+    tool_call_parser: str | None = None
+    """The engine's tool-call parser for the base model (``--tool-call-parser``, e.g.
+    ``glm47``; for vLLM with ``--enable-auto-tool-choice``): tool calls then arrive as
+    ``tool_calls``."""
+    extra_args: list[str] = Field(default_factory=list)
+    """Further arguments appended as given (e.g. ``["--tensor-parallel-size", "8"]``)."""
+
+
 class EngineConfig(Model):
     """The one provider serving all adapters, reached through litellm."""
 
@@ -148,11 +164,27 @@ class EngineConfig(Model):
     register_loras: bool = False
     """``mol serve`` registers, at start, the adapters' LoRAs the engine does not list yet
     (needs ``lora_api``)."""
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
+    """What ``mol engine command`` puts in the engine's launch command besides the base model
+    and the LoRAs (docs/adapters.md, "Launching the engine")."""
     thinking_off: dict[str, Any] = Field(
         default_factory=lambda: {"chat_template_kwargs": {"enable_thinking": False}})
     """Request fields that switch a reasoning model's thinking off (vLLM and SGLang both take
     ``chat_template_kwargs.enable_thinking``); sent on the route and summary hops unless their
     ``thinking`` is true. ``{}`` sends nothing."""
+    thinking_on: dict[str, Any] = Field(
+        default_factory=lambda: {"chat_template_kwargs": {"enable_thinking": True}})
+    """Request fields that switch a reasoning model's thinking on. The answer hop sends them
+    when the client asks for a reasoning effort other than ``none`` or ``minimal`` (Chat
+    ``reasoning_effort``, Responses ``reasoning.effort``; those two send ``thinking_off``);
+    without an effort, neither (the chat template's default). GLM-5.x and Qwen3.x templates
+    both read ``enable_thinking``. ``{}`` sends nothing."""
+    affinity_header: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+    """A header every engine request carries with the conversation's id as its value, the
+    same for all of a conversation's requests (route, answer, summary, compaction), so a
+    gateway in front of several engine replicas keeps a conversation on the replica that
+    holds its prefix cache (e.g. ``X-SMG-Routing-Key``, SGLang's model gateway, as the
+    reference MoL proxy sends). Unset: no such header."""
 
     @model_validator(mode="after")
     def _registration(self) -> EngineConfig:

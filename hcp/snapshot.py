@@ -36,7 +36,13 @@ def entries(artifact: Artifact) -> list[Entry]:
             out += folder_entries(source, f"{name}/")
         else:
             out.append((name, source.read_bytes(), source.stat().st_mode & 0o777))
-    raw = map_refs(artifact.raw, lambda ref: names.get(ref, ref))
+    # A LoRA is not copied (weights are large, and the engine reads them where they are):
+    # the copy names it by absolute path, with its hash, so it loads anywhere.
+    raw = map_refs(artifact.raw, lambda ref: names.get(ref) or str(artifact.resolve(ref)))
+    for name, config in (raw.get("adapters") or {}).items():
+        lora = artifact.doc.adapters[name].lora if name in artifact.doc.adapters else None
+        if isinstance(config, dict) and isinstance(config.get("lora"), dict) and lora:
+            config["lora"]["sha256"] = lora.sha256
     return [(TOML, toml_text(raw).encode("utf-8"), 0o644), *out]
 
 

@@ -36,7 +36,17 @@ if TYPE_CHECKING:
         check_engine,
         require_served,
     )
+    from mol.runtime.engine.affinity import effort_params
     from mol.runtime.engine.http import http_client
+    from mol.runtime.engine.loras import LoraClient, ServedModel
+    from mol.runtime.engine.registration import (
+        AdapterLora,
+        lora_client,
+        register_loras,
+        register_missing,
+        survey_loras,
+        unregister_loras,
+    )
     from mol.runtime.recorder import Recorder
     from mol.runtime.runtime import Runtime
     from mol.runtime.session import Approver, Session
@@ -81,18 +91,67 @@ _EXPORTS = {
     "check_adapters": "engine.adapters_check", "check_engine": "engine.adapters_check",
     "require_served": "engine.adapters_check",
     "EngineCheck": "engine.adapters_check",
+    "effort_params": "engine.affinity",
+    "LoraClient": "engine.loras", "ServedModel": "engine.loras",
+    "AdapterLora": "engine.registration", "lora_client": "engine.registration",
+    "register_loras": "engine.registration", "register_missing": "engine.registration",
+    "survey_loras": "engine.registration", "unregister_loras": "engine.registration",
     "DEFAULT_SUMMARY_PROMPT": "summary",
     "open_tracer": "tracing",
     "open_segments": "deferred", "segment_of": "deferred",
 }
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "LEASE_SEC", "Approver", "Completion", "Conversation",
-           "Engine", "EngineCheck", "LiteLLMEngine", "OnDelta", "Recorder", "Runtime", "Session",
-           "SessionStore", "ToolCall", "Turn", "TurnLog", "TurnRecord", "TurnResult", "Usage",
-           "adapter_of_call", "check_adapters", "check_engine", "collect_orphans", "held",
-           "http_client", "new_call_id", "new_owner", "open_calls", "open_engine",
-           "open_mcp_servers", "open_runtime", "open_segments", "open_store", "open_tracer",
-           "preload", "require_served", "segment_of", "serving", "start_import", "store_url_for"]
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "LEASE_SEC",
+    "AdapterLora",
+    "Approver",
+    "Completion",
+    "Conversation",
+    "Engine",
+    "EngineCheck",
+    "LiteLLMEngine",
+    "LoraClient",
+    "OnDelta",
+    "Recorder",
+    "Runtime",
+    "ServedModel",
+    "Session",
+    "SessionStore",
+    "ToolCall",
+    "Turn",
+    "TurnLog",
+    "TurnRecord",
+    "TurnResult",
+    "Usage",
+    "adapter_of_call",
+    "check_adapters",
+    "check_engine",
+    "collect_orphans",
+    "effort_params",
+    "held",
+    "http_client",
+    "lora_client",
+    "new_call_id",
+    "new_owner",
+    "open_calls",
+    "open_engine",
+    "open_mcp_servers",
+    "open_runtime",
+    "open_segments",
+    "open_store",
+    "open_tracer",
+    "preload",
+    "register_loras",
+    "register_missing",
+    "require_served",
+    "segment_of",
+    "serving",
+    "start_import",
+    "store_url_for",
+    "survey_loras",
+    "unregister_loras",
+]
 
 
 def __getattr__(name: str) -> Any:

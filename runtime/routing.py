@@ -1,5 +1,6 @@
 """Hop 1, routing: the router adapter reads the router prompt and only the new turn, quoted
-as untrusted text, and answers one label, constrained to the routing labels.
+as untrusted text (or as written, with ``router.quote_turn`` false: the reference proxy's
+request), and answers one label, constrained to the routing labels.
 
 Two request layouts (``router.layout``): ``system`` sends the router prompt as the system
 message and the quoted turn as the user message; ``prefill`` sends one user message (the
@@ -31,15 +32,16 @@ def route_request(artifact: Any, text: str) -> tuple[list[dict[str, Any]], dict[
     """The routing request for ``text``: its messages and its extra body fields."""
     doc = artifact.doc
     prompt = artifact.prompt("router.prompt")
+    turn = quote_untrusted(text) if doc.router.quote_turn else text.strip()
     extra: dict[str, Any] = {}
     if doc.router.layout == "prefill":
         instructions, stem = prefill_split(prompt)
-        messages = [{"role": "user", "content": f"{quote_untrusted(text)}\n\n{instructions}"},
+        messages = [{"role": "user", "content": f"{turn}\n\n{instructions}"},
                     {"role": "assistant", "content": stem}]
         extra = {"continue_final_message": True, "add_generation_prompt": False}
     else:
         messages = [{"role": "system", "content": prompt},
-                    {"role": "user", "content": quote_untrusted(text)}]
+                    {"role": "user", "content": turn}]
     if not doc.router.thinking:
         extra.update(doc.engine.thinking_off)
     return messages, extra

@@ -35,6 +35,7 @@ from mol.core.errors import ConversationError, EngineAdapterUnavailable
 from mol.core.tools import Approval, Later, Resources, Toolset, ToolWrapper
 from mol.runtime import deferred, lifecycle, loop, resumption, routing, speculation
 from mol.runtime.engine import Engine
+from mol.runtime.engine.affinity import conversation_scope
 from mol.runtime.equip import equip
 from mol.runtime.hooks import ToolCallInfo
 from mol.runtime.summary import summarize
@@ -126,7 +127,7 @@ class Session:
             raise ConversationError(f"no adapter {adapter!r} to pin the turn to; the artifact "
                                     f"declares {', '.join(doc.adapter_names)}")
         turn = self._begin(TurnResult(adapter="", answer="", status="running"))
-        with self._traced(turn, text, adapter):
+        with self._traced(turn, text, adapter), conversation_scope(self.conversation.id):
             return await self._new_turn(turn, text, adapter, client_tools, stream, params)
 
     async def _new_turn(self, turn: Turn, text: str, adapter: str | None,
@@ -234,7 +235,7 @@ class Session:
         turn = self._begin(TurnResult(adapter=adapter, answer="", status="running",
                                       route=ev.PINNED))
         turn.record = record
-        with self._traced(turn, "", adapter):
+        with self._traced(turn, "", adapter), conversation_scope(self.conversation.id):
             await routing.decided(turn.emit, ev.RouteDecided(
                 adapter, "", False, "tool results go back to the adapter that issued the calls",
                 ev.PINNED))
@@ -266,8 +267,9 @@ class Session:
         for name in names:
             cfg = await equip(self, turn, name, None, False, None)
             turn.adapter = name
-            await compaction.compact(turn, name, "manual", instructions,
-                                     tools=loop.tool_specs(cfg) or None)
+            with conversation_scope(self.conversation.id):
+                await compaction.compact(turn, name, "manual", instructions,
+                                         tools=loop.tool_specs(cfg) or None)
         return [e for e in turn.events if isinstance(e, ev.Compacted)]
 
     def _begin(self, result: TurnResult) -> Turn:
@@ -366,7 +368,8 @@ class Session:
         if not deferred.open_segments(self.conversation):
             return 0
         turn = Turn(self, TurnResult(adapter="", answer="", status="summary"))
-        done = await deferred.settle(self, turn)
+        with conversation_scope(self.conversation.id):
+            done = await deferred.settle(self, turn)
         await turn.checkpoint()
         return done
 

@@ -91,7 +91,7 @@ def segment_request(artifact: Any, records: list[TurnRecord],
                     view: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages of the summary hop for ``records``, consecutive turns of one adapter
     whose view is ``view`` (one turn: the request ``summary_request`` makes)."""
-    prompt = artifact.prompt("summary.prompt") or (
+    prompt = artifact.prompt("summary.prompt").strip() or (
         DEFAULT_SUMMARY_PROMPT if len(records) == 1 else DEFAULT_SEGMENT_PROMPT)
     if artifact.doc.summary.input == "trace":
         start = None if len(records) == 1 else segment_start(view, records)
@@ -100,7 +100,7 @@ def segment_request(artifact: Any, records: list[TurnRecord],
         share = max(200, SUMMARY_INPUT_LIMIT // len(records))
         body = "\n\n---\n\n".join(cut(_flat(record), share) for record in records)
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": body}]
-    return with_identity(messages, artifact.prompt("model.identity"))
+    return with_identity(messages, artifact.prompt("model.identity").strip())
 
 
 def _flat(record: TurnRecord) -> str:

@@ -54,6 +54,10 @@ class ScriptedEngine:
         seed: int | None = None,
         context_window: int | None = None,
         route_latency: float | None = None,
+        lora_api: str | None = None,
+        runtime_lora_updating: bool = True,
+        base: str = "scripted-base",
+        max_loras: int = 4,
         served: list[str] | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
@@ -66,12 +70,18 @@ class ScriptedEngine:
         reasoning model behind a reasoning parser (docs/scripted-engine.md); ``seed`` drives
         the stochastic rules (``p``; default: the script's seed, 0); ``context_window``
         (tokens) refuses every longer request with vLLM's 400 and is reported as
-        ``max_model_len`` in ``/v1/models``; ``served``: the model names it lists in
-        ``/v1/models`` and answers (default ``served_names(script)``: the script's
-        adapters and L0-L3, a Macaron engine's four LoRAs; a served name without rules
-        gets the unmatched-request 400).
+        ``max_model_len`` in ``/v1/models``. ``lora_api`` (``"vllm"`` or ``"sglang"``) loads
+        LoRAs at runtime as that engine does (vLLM's routes exist only with
+        ``runtime_lora_updating``; SGLang without it answers as without ``--enable-lora``),
+        lists them in ``/v1/models`` under the base model ``base``, and (vLLM) reports the
+        LoRAs with requests in flight on ``/metrics`` (``max_loras`` run at once).
+        ``served``: the model names it lists in ``/v1/models`` and answers besides the
+        loaded LoRAs (default ``served_names(script)``: the script's adapters and L0-L3, a
+        Macaron engine's four LoRAs; a served name without rules gets the
+        unmatched-request 400).
         """
         from mol.runtime.scripted.app import EngineState
+        from mol.runtime.scripted.loras import LoraState
 
         for name, value in (("latency", latency), ("route_latency", route_latency or 0.0)):
             if not 0 <= value < float("inf"):
@@ -88,11 +98,12 @@ class ScriptedEngine:
         self.host, self.port = host, port
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
+        loras = LoraState(lora_api, runtime_lora_updating, base, max_loras, self._record)
         self.served = served_names(self.script, served)
-        """The model names listed in ``/v1/models`` and answered; a name appended while it
-        runs is served from then on (an engine that loaded a LoRA)."""
+        """The model names listed in ``/v1/models`` and answered besides the loaded LoRAs; a
+        name appended while it runs is served from then on."""
         self._state = EngineState(self.script, latency, self._record, reasoning_parser,
-                                  context_window, route_latency, self.served)
+                                  context_window, route_latency, loras, self.served)
         self._log: Any = None
         self._stack: ExitStack | None = None
 
@@ -111,6 +122,17 @@ class ScriptedEngine:
     def requests(self) -> list[dict[str, Any]]:
         """Every chat request received so far, in order (a snapshot; see docs for the record shape)."""
         return list(self._state.records)
+
+    @property
+    def lora_requests(self) -> list[dict[str, Any]]:
+        """Every LoRA load and unload request received so far, in order: ``path``, ``body``,
+        ``adapter`` (the ``lora_name``), ``status`` and ``error``."""
+        return list(self._state.loras.records)
+
+    @property
+    def loaded_loras(self) -> dict[str, str]:
+        """The LoRAs loaded at runtime now: name -> the path given."""
+        return dict(self._state.loras.loaded)
 
     def requests_for(self, adapter: str) -> list[dict[str, Any]]:
         """The requests routed to ``adapter`` (provider prefixes already stripped)."""

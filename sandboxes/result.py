@@ -9,6 +9,7 @@ shown about timeouts, truncation, lost state and replaced sandboxes are written 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -69,9 +70,24 @@ class CommandResult:
         return notes
 
     def render(self) -> str:
-        """The text a model reads: output, exit code and notes."""
-        parts = [self.output.rstrip("\n")] if self.output else []
-        code = "none" if self.exit_code is None else str(self.exit_code)
-        parts.append(f"[exit code: {code}]")
+        """The text a model reads: output, then mol's own lines (each wholly in brackets):
+        the exit code (not for a command that timed out: it was killed, whatever it
+        printed) and the notes. An output line that looks like one of mol's gets one more
+        backslash in front (``\\[exit code: 0]``), so no output can forge them."""
+        parts = [escape_own_lines(self.output.rstrip("\n"))] if self.output else []
+        if not self.timed_out:
+            code = "none" if self.exit_code is None else str(self.exit_code)
+            parts.append(f"[exit code: {code}]")
         parts += [f"[{note}]" for note in self.notes()]
         return "\n".join(parts)
+
+
+OWN_LINE = re.compile(r"^\\*\[.*\]$", re.MULTILINE)
+"""A line shaped like mol's own in a result (``[exit code: 0]``, ``[Timed out after 3 s:
+...]``): wholly in brackets, after any backslashes (so an escaped one is escaped again)."""
+
+
+def escape_own_lines(output: str) -> str:
+    """A command's output with each line shaped like mol's own (``OWN_LINE``) behind one
+    more backslash: what mol appends to a result stays the only such lines in it."""
+    return OWN_LINE.sub(r"\\\g<0>", output)

@@ -158,7 +158,7 @@ def _lifespan(config: ServerConfig) -> Any:
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as runtime,
         ):
-            # Missing LoRAs are registered just before the check (engine.register_loras).
+            # mol serve registered the missing LoRAs before (engine.register_loras).
             await _engine_checked(config, runtime)
             async with _runner(config, app, runtime, store) as runner:
                 app.state.metrics.attach(runner)

@@ -1,5 +1,6 @@
 """``mol engine``: serve a model engine (``scripted`` is the test double of
-docs/scripted-engine.md), or ``check`` that the engine serves the artifact's adapters."""
+docs/scripted-engine.md), print the vLLM or SGLang command that serves an artifact, or
+``check`` that the engine serves the artifact's adapters."""
 
 from __future__ import annotations
 
@@ -44,21 +45,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--context-window", type=int, metavar="N",
                    help="every adapter's context window, in tokens: a longer request is refused "
                    "with vLLM's 400, and /v1/models reports max_model_len = N")
+    p.add_argument("--lora-api", choices=("vllm", "sglang"),
+                   help="load LoRAs at runtime as this engine does (vLLM's /v1/load_lora_adapter "
+                   "or SGLang's /load_lora_adapter), listing them in /v1/models")
+    p.add_argument("--no-runtime-lora-updating", dest="runtime_lora_updating",
+                   action="store_false", help="with --lora-api vllm: no load routes, as vLLM "
+                   "without VLLM_ALLOW_RUNTIME_LORA_UPDATING; sglang: as without --enable-lora")
+    p.add_argument("--base", default="scripted-base", metavar="ID",
+                   help="the base model's id, the parent of loaded LoRAs (default: scripted-base)")
     p.add_argument("--served", metavar="NAMES", help="comma-separated model names to list in "
                    "/v1/models and answer (default: the script's adapters and L0,L1,L2,L3)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
     p.set_defaults(func=scripted)
-
-    p = sub.add_parser(
-        "check", help="check that the engine serves the artifact's adapters",
-        description="Read the engine's GET /v1/models and check each adapter of the HCP: "
-                    "ok, missing (its engine name, versioned for a LoRA, is not listed) or "
-                    "foreign (a LoRA the engine serves on another base than [model] base). "
-                    "Exits 1 on any problem; see docs/adapters.md.")
-    add_hcp_argument(p)
-    p.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
-                   "engine.api_base (also $MOL_ENGINE_URL)")
-    p.set_defaults(func=check)
 
     p = sub.add_parser(
         "local",
@@ -71,6 +69,46 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--lora", action="append", default=[], metavar="L1=PATH",
                    help="a LoRA file for one adapter (repeatable)")
     p.set_defaults(func=local)
+    _configure_command(sub)
+    _configure_check(sub)
+
+
+def _configure_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check", help="check that the engine serves the artifact's adapters",
+        description="Read the engine's GET /v1/models and check each adapter of the HCP: "
+                    "ok, missing (its engine name, versioned for a LoRA, is not listed) or "
+                    "foreign (a LoRA the engine serves on another base than [model] base). "
+                    "Exits 1 on any problem; see docs/adapters.md.")
+    add_hcp_argument(p)
+    p.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
+                   "engine.api_base (also $MOL_ENGINE_URL)")
+    p.set_defaults(func=check)
+
+
+def _configure_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "command",
+        help="print the vLLM or SGLang command serving an artifact's base model and LoRAs",
+        description="Print the engine's launch command from the artifact: its base model, "
+                    "every adapter's LoRA under its versioned name, the LoRA limits, host "
+                    "and port from engine.api_base, [engine] launch's parsers and arguments; "
+                    "see docs/adapters.md. --check verifies the files it names instead.",
+    )
+    p.add_argument("--hcp", type=Path, required=True, metavar="FILE", help="the artifact")
+    p.add_argument("--engine", choices=("vllm", "sglang"),
+                   help="the engine (default: engine.lora_api when it is vllm or sglang)")
+    p.add_argument("--model-root", type=Path, metavar="DIR",
+                   help="folder the base model ([model] base) and relative LoRA paths lie "
+                   "under on the engine's machine (default: LoRAs relative to the artifact, "
+                   "the base as written)")
+    p.add_argument("--max-lora-rank", type=int, metavar="R",
+                   help="the largest LoRA rank (default: read from each LoRA's "
+                   "adapter_config.json, 16 for one mol cannot read)")
+    p.add_argument("--check", action="store_true",
+                   help="check that the base folder and every LoRA exist and that each LoRA's "
+                   "content matches its sha256; one line per problem, exit 1 on any")
+    p.set_defaults(func=command)
 
 
 def scripted(args: argparse.Namespace) -> int:
@@ -86,7 +124,8 @@ def scripted(args: argparse.Namespace) -> int:
                             latency=args.latency, on_request=on_request,
                             reasoning_parser=args.reasoning_parser, seed=args.seed,
                             context_window=args.context_window,
-                            route_latency=args.route_latency,
+                            route_latency=args.route_latency, lora_api=args.lora_api,
+                            runtime_lora_updating=args.runtime_lora_updating, base=args.base,
                             served=_names(args.served) if args.served is not None else None)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
@@ -137,10 +176,39 @@ async def local(args: argparse.Namespace) -> int:
     return 0
 
 
+def command(args: argparse.Namespace) -> int:
+    """Print the launch command (notes on stderr), or with ``--check`` the problems with the
+    files it names (exit 1) or ``ok``."""
+    from mol.hcp.launch import command as launch_command
+    from mol.hcp.launchcheck import check
+    from mol.hcp.loader import load
+
+    artifact = load(args.hcp)
+    root = args.model_root.expanduser().absolute() if args.model_root else None
+    if args.check:
+        found = check(artifact, root)
+        for note in found.notes:
+            print(f"mol engine command: {note}", file=sys.stderr)
+        print("\n".join(found.problems) if found.problems else "ok")
+        return 1 if found.problems else 0
+    engine = args.engine or artifact.doc.engine.lora_api
+    if engine not in ("vllm", "sglang"):
+        raise UsageError("give --engine vllm or --engine sglang (the artifact's engine.lora_api "
+                         f"is {engine!r})")
+    if args.max_lora_rank is not None and args.max_lora_rank < 1:
+        raise UsageError(f"--max-lora-rank must be at least 1, got {args.max_lora_rank}")
+    launch = launch_command(artifact, engine, root, args.max_lora_rank)
+    for note in launch.notes:
+        print(f"mol engine command: {note}", file=sys.stderr)
+    print(launch.line())
+    return 0
+
+
 def _print_request(record: dict[str, Any]) -> None:
     """One progress line per request: sequence, adapter, rule, status (and the error if any)."""
     rule = f"[{record['rule']}]" if record["rule"] is not None else ""
-    line = f"  #{record['seq']} {record['adapter'] or '?'}{rule} -> {record['status']}"
+    path = f" {record['path']}" if "path" in record else ""  # a LoRA load or unload
+    line = f"  #{record['seq']}{path} {record['adapter'] or '?'}{rule} -> {record['status']}"
     if record.get("error"):
         line += f": {record['error']}"
     print(line, file=sys.stderr, flush=True)

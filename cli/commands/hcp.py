@@ -38,10 +38,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, help="write the new artifact here (default: stdout)")
     p.set_defaults(func=patch)
 
-    p = sub.add_parser("import", help="write a new artifact from a Claude Code project or a "
-                                      "Codex config.toml, with a report of what was mapped")
+    p = sub.add_parser("import", help="write a new artifact from a Claude Code project, a "
+                                      "Codex config.toml or a reference MoL proxy profile, "
+                                      "with a report of what was mapped")
     p.add_argument("--from", dest="source", required=True, nargs=2, metavar=("KIND", "PATH"),
-                   help="'claude DIR' (a Claude Code project) or 'codex FILE' (a config.toml)")
+                   help="'claude DIR' (a Claude Code project), 'codex FILE' (a config.toml) "
+                        "or 'mol-harness DIR' (a reference MoL proxy profile folder: lora.md, "
+                        "route.md, intro.md, summary.md, used as they are)")
+    p.add_argument("--base-model", help="with mol-harness: the base model ({{BASE_MODEL}}) "
+                                        "when the folder is not one of the reference's models")
     p.add_argument("--base", type=Path, help="the artifact to start from (default: the built-in "
                                              "venti example, prompts inlined)")
     p.add_argument("-o", "--output", type=Path, help="write the new artifact here (default: stdout)")
@@ -107,10 +112,16 @@ def import_(args: argparse.Namespace) -> int:
 
     kind, source = args.source
     readers = {"claude": importer.from_claude, "codex": importer.from_codex}
-    if kind not in readers:
-        raise UsageError(f"--from {kind!r}: give 'claude DIR' or 'codex FILE'")
+    if kind not in (*readers, "mol-harness"):
+        raise UsageError(f"--from {kind!r}: give 'claude DIR', 'codex FILE' or "
+                         "'mol-harness DIR'")
     out_dir = (args.output.parent if args.output else Path.cwd()).resolve()
-    imported = readers[kind](Path(source), out_dir, args.base or importer.BASE)
+    if kind == "mol-harness":
+        from mol.hcp.harness import from_harness
+
+        imported = from_harness(Path(source), out_dir, args.base_model)
+    else:
+        imported = readers[kind](Path(source), out_dir, args.base or importer.BASE)
     for line in imported.mapped:
         print(f"mapped: {line}", file=sys.stderr)
     for line in imported.not_mapped:

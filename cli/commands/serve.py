@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from mol.cli.commands.common import add_engine_check_argument, add_hcp_argument
 
@@ -99,6 +100,7 @@ async def serve_async(args: argparse.Namespace) -> int:
     print(f"mol serve: {artifact.name} ({artifact.digest[:19]}), sessions in {redacted(path)}, "
           f"{'API key required' if key else 'NO API KEY (loopback only)'}, {loop} + {http}",
           file=sys.stderr, flush=True)
+    await register_loras(artifact, args.engine_url)
     config = ServerConfig(artifact=artifact, store_path=path, api_key=key,
                           engine_url=args.engine_url, max_body=args.max_body,
                           max_turns=args.max_turns, queue=args.queue,
@@ -109,3 +111,14 @@ async def serve_async(args: argparse.Namespace) -> int:
                           engine_check=not args.no_engine_check)
     await run_server(config, args.host, args.port)
     return 0
+
+
+async def register_loras(artifact: Any, engine_url: str | None) -> None:
+    """``engine.register_loras``: register the LoRAs the engine does not serve yet, before
+    serving (one log line each); the engine's refusal stops ``mol serve``."""
+    if not artifact.doc.engine.register_loras:
+        return
+    from mol.runtime import register_missing
+
+    for name in await register_missing(artifact, engine_url):
+        logging.getLogger("mol.serve").info("registered LoRA %s with the engine", name)

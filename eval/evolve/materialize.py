@@ -21,6 +21,7 @@ from typing import Any
 from mol.core.errors import EvalError, HCPError
 from mol.eval.evolve.document import MISSING, SKILLS, changes, document, get, touched
 from mol.hcp.changes import toml_text
+from mol.hcp.evolvable import KEYS, segments
 from mol.hcp.files import prompt_locations, rebase, resolve
 from mol.hcp.issues import Issue
 from mol.hcp.snapshot import TOML
@@ -165,10 +166,19 @@ def _write_skill(target: Path, source: Path | None, files: dict[str, str]) -> No
 
 def _check(artifact: Any, doc: dict[str, Any], skills_moved: bool) -> None:
     """The written artifact must have exactly the evolve document asked for (but its
-    ``skills.paths``, rewritten when skills were written anew)."""
+    ``skills.paths``, rewritten when skills were written anew, and the defaults of what the
+    document adds without them: a new adapter's unset keys)."""
     got = {k: v for k, v in document(artifact).items() if k != "parent"}
     want = {k: v for k, v in doc.items() if k != "parent"}
-    differ = [p for p in touched(want, got) if not (skills_moved and p == "/skills/paths")]
+    differ = [p for p in touched(want, got) if not (skills_moved and p == "/skills/paths")
+              and not _defaulted(want, p)]
     if differ:
         raise EvalError(f"the written artifact differs from the patched document at "
                         f"{', '.join(differ[:5])} (a value the schema normalizes?)")
+
+
+def _defaulted(want: dict[str, Any], path: str) -> bool:
+    """Whether ``path`` is a key the document asked for leaves unset (the schema's default
+    fills it), rather than a value it asked for or an object's set of keys."""
+    parts = segments(path)
+    return parts[-1:] != [KEYS] and get(want, parts) is MISSING

@@ -94,8 +94,9 @@ async def _episode_tier(run: Path, episode: Any, candidate: Any, touched: list[s
                         plugins: Any) -> tuple[int, str]:
     """``(tier, reason)`` of one recorded episode."""
     from mol.eval.trajectories.format import read
-    from mol.eval.trajectories.reads import opaque_reads
+    from mol.eval.trajectories.reads import OPAQUE, opaque_reads
     from mol.eval.trajectories.replay import replay_episode
+    from mol.hcp.evolvable import within
 
     if episode.agent != "mol":
         return 3, f"agent {episode.agent}: nothing recorded to judge the edit by"
@@ -109,6 +110,10 @@ async def _episode_tier(run: Path, episode: Any, candidate: Any, touched: list[s
     trajectory = read(run / episode.trajectory)
     blind = [r for r in opaque_reads(trajectory, episode.reads)
              if any(related(r, t) for t in touched)]
+    # (An episode recorded before a read was derived, e.g. of an adapter's LoRA, read its
+    # whole adapter: an opaque pointer touched under it is blind too.)
+    blind += [t for t in touched if t not in blind and any(within(p, t) for p in OPAQUE)
+              and any(related(r, t) for r in hits)]
     if blind:
         return 3, f"reads {', '.join(blind)}, which replay cannot check"
     result = await replay_episode(trajectory, candidate, plugins)

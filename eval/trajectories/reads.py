@@ -15,8 +15,8 @@ declared (adding or removing one touches it).
   labels are then every declared adapter);
 - a turn whose text is a slash command: ``/adapters/$keys`` and every adapter's
   ``bundles`` (the adapters using the command's bundle are the only labels);
-- every engine request: ``/adapters/NAME/engine_name`` of its adapter (the model it
-  reaches); a request of no known hop (MCP sampling): all of ``/adapters/NAME``;
+- every engine request: ``/adapters/NAME/engine_name`` and ``/adapters/NAME/lora`` of its
+  adapter (the model it reaches, and its weights); a request of no known hop (MCP sampling): all of ``/adapters/NAME``;
 - each adapter that answered: ``/adapters/NAME`` (its prompt, params, tool policy, skills,
   MCP servers and budgets all shape its requests), ``/skills`` and ``/$skills/S`` for each
   skill it lists (their descriptions are in its catalog), ``/mcp_servers/S`` for each
@@ -46,9 +46,10 @@ ALWAYS = ("/engine", "/sandbox", "/plugins", "/model", "/views", "/bundles", "/h
           "/summary")
 """What every ``mol`` episode reads."""
 
-OPAQUE = ("/engine", "/sandbox", "/mcp_servers", "/adapters/*/engine_name")
-"""What replay answers from the recording instead of reading: the engine's wire form and
-model (requests are compared before they reach it), the sandbox (every command's output is
+OPAQUE = ("/engine", "/sandbox", "/mcp_servers", "/adapters/*/engine_name",
+          "/adapters/*/lora")
+"""What replay answers from the recording instead of reading: the engine's wire form, model
+and weights (requests are compared before they reach it), the sandbox (every command's output is
 recorded) and MCP servers (their tools and results are recorded)."""
 
 TEMPLATED = ("{{ADAPTER_DESCRIPTIONS}}", "{{ROUTE_LABELS}}")
@@ -65,7 +66,8 @@ def hcp_reads(trajectory: Trajectory, artifact: Any) -> list[str]:
         reads |= {pointer("adapters", name, "bundles") for name in doc.adapters}
     for record in trajectory.of("engine"):
         purpose, adapter = record.get("purpose"), record["request"]["adapter"]
-        reads.add(pointer("adapters", adapter, "engine_name"))
+        reads |= {pointer("adapters", adapter, "engine_name"),
+                  pointer("adapters", adapter, "lora")}
         if purpose == "route":
             reads |= _routing(artifact)
         elif purpose == "summary":

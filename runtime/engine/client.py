@@ -34,6 +34,7 @@ from mol.core.errors import (
     EngineResponseError,
     EngineTimeout,
 )
+from mol.runtime.engine import affinity
 from mol.runtime.engine.completions import (
     Completion,
     OnDelta,
@@ -112,6 +113,9 @@ class LiteLLMEngine:
         max_retries: int = 2,
         backoff: float = 0.25,
         names: Mapping[str, str] | None = None,
+        affinity_header: str | None = None,
+        thinking_on: Mapping[str, Any] | None = None,
+        thinking_off: Mapping[str, Any] | None = None,
     ) -> None:
         constraint_body(routing_constraint, ["L0"])  # fail early on an unknown kind
         self.api_base = api_base.rstrip("/")
@@ -119,6 +123,10 @@ class LiteLLMEngine:
         self.names = dict(names or {})
         """Adapter -> the engine's name of its LoRA, where they differ."""
         self.api_key = api_key
+        self.affinity_header = affinity_header
+        """Header carrying the conversation's id on every request (``mol.runtime.engine.affinity``)."""
+        self.thinking = (dict(thinking_on or {}), dict(thinking_off or {}))
+        """The body fields of a ``thinking`` parameter: switched on, switched off."""
         self.routing_constraint = routing_constraint
         self.timeout = timeout
         self.max_retries = max_retries
@@ -141,6 +149,8 @@ class LiteLLMEngine:
             timeout=config.timeout_sec,
             max_retries=config.max_retries,
             names={name: artifact.doc.engine_name(name) for name in artifact.doc.adapters},
+            affinity_header=config.affinity_header,
+            thinking_on=config.thinking_on, thinking_off=config.thinking_off,
         )
 
     def load(self) -> None:
@@ -256,11 +266,16 @@ class LiteLLMEngine:
             "max_retries": 0,  # retries are ours, so they are bounded and counted once
             "num_retries": 0,
         }
-        kwargs.update({k: v for k, v in (params or {}).items() if v is not None})
+        params = dict(params or {})
+        switch = params.pop(affinity.THINKING, None)
+        kwargs.update({k: v for k, v in params.items() if v is not None})
         if tools:
             kwargs["tools"] = tools
+        conversation = affinity.current()
+        if self.affinity_header and conversation:
+            kwargs["extra_headers"] = {self.affinity_header: conversation}
         # litellm sends extra_body keys as top-level body keys, untouched, to any provider.
-        body = dict(extra or {})
+        body = {**affinity.thinking_fields(switch, *self.thinking), **(extra or {})}
         if choices:
             body.update(constraint_body(self.routing_constraint, choices))
         if body:

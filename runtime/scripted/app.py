@@ -1,5 +1,6 @@
-"""The scripted engine's ASGI app: ``GET /v1/models``, ``POST /v1/chat/completions`` and
-vLLM's ``POST /tokenize``.
+"""The scripted engine's ASGI app: ``GET /v1/models``, ``POST /v1/chat/completions``,
+vLLM's ``POST /tokenize`` and, in a LoRA dialect, its load and unload routes and vLLM's
+``/metrics`` (``mol.runtime.scripted.loras``).
 
 Every chat request is recorded (parsed body, adapter, matched rule, status)
 before the scripted delay, so a test that times out still sees what it sent. The delay
@@ -21,11 +22,18 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mol.runtime.scripted.loras import LoraState
 from mol.runtime.scripted.replies import Answer, AnswerFactory, prompt_text, tokenize
-from mol.runtime.scripted.requests import ChatRequest, HTTPProblem, parse_body, read_request
+from mol.runtime.scripted.requests import (
+    ChatRequest,
+    HTTPProblem,
+    parse_body,
+    read_request,
+    served_name,
+)
 from mol.runtime.scripted.script import Rule, Script
 
 _PREVIEW = 200
@@ -37,12 +45,15 @@ class EngineState:
 
     def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None],
                  reasoning_parser: str | None = None, context_window: int | None = None,
-                 route_latency: float | None = None,
+                 route_latency: float | None = None, loras: LoraState | None = None,
                  served: list[str] | None = None) -> None:
         self.script = script
         self.served = served if served is not None else script.adapters
-        """The model names listed in ``/v1/models`` and answered (``ScriptedEngine``'s
-        ``served``, the same list: a name added to it is served from then on)."""
+        """The model names listed in ``/v1/models`` and answered besides the loaded LoRAs
+        (``ScriptedEngine``'s ``served``, the same list: a name added is served from then
+        on)."""
+        self.loras = loras if loras is not None else LoraState(None, False, "", 1, on_record)
+        """The LoRAs loaded at runtime (a LoRA dialect's routes; none without one)."""
         self.context_window = context_window
         """Every adapter's context window, in tokens (None: unlimited)."""
         self.latency = latency
@@ -137,22 +148,33 @@ def build_app(state: EngineState) -> Starlette:
         window = {} if state.context_window is None else {"max_model_len": state.context_window}
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine",
                  "root": root, **window} for name in state.served]
+        if state.loras.api is not None:
+            data += state.loras.models()
         return JSONResponse({"object": "list", "data": data})
+
+    async def metrics(request: Request) -> Response:
+        return PlainTextResponse(state.loras.metrics(),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def health(request: Request) -> Response:
         return Response(status_code=200)
 
     async def http_error(request: Request, exc: Exception) -> Response:
+        # FastAPI's own answer (vLLM's handler is for FastAPI's HTTPException, not the
+        # router's): an unknown route is 404 {"detail": "Not Found"}, as vLLM answers its
+        # LoRA routes without runtime updating.
         assert isinstance(exc, HTTPException)
-        problem = HTTPProblem(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
-        return JSONResponse(problem.body(), status_code=exc.status_code)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
     routes = [
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/chat/completions", partial(_chat, state), methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/tokenize", partial(_tokenize, state), methods=["POST"]),
+        *state.loras.routes(),
     ]
+    if state.loras.api == "vllm":
+        routes.append(Route("/metrics", metrics, methods=["GET"]))
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
 
 
@@ -162,12 +184,17 @@ async def _chat(state: EngineState, request: Request) -> Any:
     raw = await request.body()
     received = time.monotonic()
     record: dict[str, Any] = {"seq": len(state.records) + 1, "adapter": None, "rule": None,
-                              "status": 200, "body": raw.decode("utf-8", "replace")}
+                              "status": 200, "body": raw.decode("utf-8", "replace"),
+                              "headers": {name: value for name, value in request.headers.items()
+                                          if name != "authorization"}}
     delay = state.latency
+    running = None  # the model whose request is in flight, once it is answered
     try:
         record["body"] = body = parse_body(raw)
-        chat_request = read_request(body, state.served)
+        served = state.loras.served(state.served)
+        chat_request = read_request(body, served)
         record["adapter"] = chat_request.adapter
+        record["model"] = model = served_name(body["model"], served)
         constraint = chat_request.constraint
         record["constraint"] = constraint.to_json() if constraint else None
         record["thinking"] = chat_request.thinking
@@ -184,6 +211,7 @@ async def _chat(state: EngineState, request: Request) -> Any:
         delay += rule.delay
         answer = state.answer(rule, chat_request)
         record["usage"] = answer.usage
+        state.loras.begin(running := model)
         if chat_request.stream:  # its headers now, its first chunk after the delay
             state.record(record)
             return _Stream(state, record, answer, chat_request, delay, received)
@@ -192,8 +220,12 @@ async def _chat(state: EngineState, request: Request) -> Any:
         record.update(status=problem.status, error=problem.message)
         response = JSONResponse(problem.body(), status_code=problem.status)
     state.record(record)
-    if await state.pause(delay, request.receive):
-        state.cancelled(record)
+    try:
+        if await state.pause(delay, request.receive):
+            state.cancelled(record)
+    finally:
+        if running is not None:
+            state.loras.end(running)
     record["duration"] = time.monotonic() - received
     return response
 
@@ -231,6 +263,7 @@ class _Stream:
         try:
             await self._send(receive, send)
         finally:
+            self.state.loras.end(self.record["model"])
             self.record["duration"] = time.monotonic() - self.received
 
     async def _send(self, receive: Any, send: Any) -> None:

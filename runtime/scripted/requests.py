@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,8 +105,10 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def read_request(body: dict[str, Any], adapters: Sequence[str]) -> ChatRequest:
-    """Validate a chat completion body; resolve its adapter; extract text and constraint."""
+def read_request(body: dict[str, Any], adapters: Sequence[str] | Mapping[str, str]) -> ChatRequest:
+    """Validate a chat completion body; resolve its adapter (``adapters``: the script's, or
+    each served model name -> the adapter whose rules answer it); extract text and
+    constraint."""
     model = body.get("model")
     if not isinstance(model, str):
         raise HTTPProblem(400, f"'model' must be a string, got {_kind(model)}")
@@ -145,15 +147,21 @@ def read_prefill(body: dict[str, Any]) -> str | None:
     return _message_text(len(body["messages"]) - 1, last)
 
 
-def resolve_adapter(model: str, adapters: Sequence[str]) -> str:
-    """The adapter a model id names, with any ``provider/`` prefixes stripped."""
+def served_name(model: str, adapters: Sequence[str] | Mapping[str, str]) -> str:
+    """The served model a model id names, with any ``provider/`` prefixes stripped; vLLM's 404
+    for a model it does not serve (a LoRA never loaded, or unloaded)."""
     name = model
     while name not in adapters and "/" in name:
         name = name.split("/", 1)[1]
     if name not in adapters:
-        served = ", ".join(adapters) or "none"
-        raise HTTPProblem(404, f"model {model!r} is not served by this scripted engine (served: {served})")
+        raise HTTPProblem(404, f"The model `{model}` does not exist.", "NotFoundError")
     return name
+
+
+def resolve_adapter(model: str, adapters: Sequence[str] | Mapping[str, str]) -> str:
+    """The adapter whose rules answer a model id (``provider/`` prefixes stripped)."""
+    name = served_name(model, adapters)
+    return adapters[name] if isinstance(adapters, Mapping) else name
 
 
 def read_constraint(body: dict[str, Any]) -> Constraint | None:

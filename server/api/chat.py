@@ -8,10 +8,17 @@ stored conversation with its per-adapter views and summaries intact. A history
 mol does not know is rebuilt: its messages become plain history in every
 adapter's view. A trailing ``tool`` message answering a mol-issued call id
 goes back to the adapter encoded in the id, without routing.
+
+A client may name the conversation itself, by an id of its choice in the
+``X-Conversation-Id`` header (16 to 128 characters among ``A-Za-z0-9._~-``): the request
+then continues that stored conversation whatever its history says (only its last user
+message or tool results are read), or starts it under that id, seeded with the history;
+the reply carries the header back.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,11 +52,33 @@ async def chat_completions(request: Request) -> Response:
     stream = field(body, "stream", bool, default=False)
     options = field(body, "stream_options", dict, default={})
     usage_too = field(options, "include_usage", bool, default=False, where="stream_options.")
+    named = conversation_id(request)
     turn = transcript_turn(messages, state.adapters, adapter=adapter,
                            client_tools=client_tools(body), stream=stream,
-                           params=chat_params(body))
+                           params=chat_params(body),
+                           conversation=STORED_PREFIX + named if named else None)
     reply = ChatReply(body["model"], messages, await state.runner.start(turn), usage_too)
+    reply.named = named
     return await respond(reply, stream, reply.complete, reply.events, state.keepalive)
+
+
+CONVERSATION_HEADER = "X-Conversation-Id"
+"""The request header naming, by an id of the client's choice, the conversation a request
+continues; the reply echoes it."""
+CONVERSATION_ID = re.compile(r"^[A-Za-z0-9._~-]{16,128}$")
+"""What such an id may be (the reference MoL proxy's rule): 16 to 128 URL-safe characters."""
+STORED_PREFIX = "xconv_"
+"""The stored conversation's id is this prefix and the client's id (apart from mol's own
+``conv_`` ids)."""
+
+
+def conversation_id(request: Request) -> str | None:
+    """The request's ``X-Conversation-Id``, checked; None without one."""
+    value = request.headers.get(CONVERSATION_HEADER)
+    if value is not None and not CONVERSATION_ID.fullmatch(value):
+        raise ApiError(400, f"'{CONVERSATION_HEADER}' must be 16 to 128 characters among "
+                            "A-Z a-z 0-9 . _ ~ -", param=CONVERSATION_HEADER)
+    return value
 
 
 class ChatReply(TranscriptReply):
@@ -65,6 +94,13 @@ class ChatReply(TranscriptReply):
         """A stream's chunks carry ``usage`` (``stream_options.include_usage``)."""
         self.sent: list[str] = []
         self.streamed_calls: set[int] = set()
+        self.named: str | None = None
+        """The client's ``X-Conversation-Id``, echoed in the reply's headers."""
+
+    def headers(self) -> dict[str, str]:
+        """The turn's headers, and the client's ``X-Conversation-Id`` back."""
+        headers = super().headers()
+        return {**headers, CONVERSATION_HEADER: self.named} if self.named else headers
 
     def _usage(self) -> dict[str, Any]:
         usage = self.usage

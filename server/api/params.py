@@ -4,8 +4,9 @@ Honoured: ``temperature``, ``top_p``, the output budget (Chat ``max_tokens`` /
 ``max_completion_tokens``, Responses ``max_output_tokens``; the loop clamps it to the
 adapter's ``params.max_tokens``), ``stop``, ``seed``, ``tool_choice``,
 ``parallel_tool_calls``, ``response_format`` (Responses ``text.format``) and the reasoning
-effort (Chat ``reasoning_effort``, Responses ``reasoning.effort``). The route and summary
-hops keep their own settings. Every value is checked; a wrong one is a 400 naming it.
+effort (Chat ``reasoning_effort``, Responses ``reasoning.effort``), which also switches the
+model's thinking on the answer hop (``none``/``minimal``: ``engine.thinking_off``, any other
+effort: ``engine.thinking_on``). The route and summary hops keep their own settings. Every value is checked; a wrong one is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def chat_params(body: dict[str, Any]) -> dict[str, Any]:
     params["tool_choice"] = _tool_choice(choice)
     params["response_format"] = _format(field(body, "response_format", dict), "response_format")
     params["reasoning_effort"] = field(body, "reasoning_effort", str)
-    return {k: v for k, v in params.items() if v is not None}
+    return _thinking({k: v for k, v in params.items() if v is not None})
 
 
 def responses_params(body: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +50,17 @@ def responses_params(body: dict[str, Any]) -> dict[str, Any]:
     params["response_format"] = _responses_format(field(text, "format", dict, where="text."))
     reasoning = field(body, "reasoning", dict, default={})
     params["reasoning_effort"] = field(reasoning, "effort", str, where="reasoning.")
-    return {k: v for k, v in params.items() if v is not None}
+    return _thinking({k: v for k, v in params.items() if v is not None})
+
+
+def _thinking(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with the engine's thinking switch the reasoning effort sets: ``none`` and
+    ``minimal`` off (``engine.thinking_off``), any other on (``engine.thinking_on``); the
+    effort itself goes to the engine too."""
+    from mol.runtime import effort_params
+
+    effort = params.get("reasoning_effort")
+    return {**params, **effort_params(effort)} if effort is not None else params
 
 
 def _common(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """Which conversation a request continues: a stored one in place, a fork of it, or a new
-one (seeded with the history the client sent), held for the turn.
+one (seeded with the history the client sent), held for the turn. A client-chosen id
+(``X-Conversation-Id``) names the conversation itself: it is continued in place, or made
+under that id.
 
 A request names the point it continues by a key (a response id, or the fingerprint of
 the transcript it resends). The point's conversation is held (``Leases``), then read
@@ -43,6 +45,8 @@ class Continuing:
         if request.expire is not None:
             await self._acquire(request.expire, held)
             return await self.store.load(request.expire)
+        if request.conversation is not None:
+            return await self._named(request, request.conversation, held)
         if request.key is not None:
             found = await self.store.get_mark(request.key)
             if found is not None:
@@ -56,6 +60,22 @@ class Continuing:
                                       field="previous_response_id")
         conversation = Conversation()
         await self._acquire(conversation.id, held)
+        return await self._fresh(conversation, request)
+
+    async def _named(self, request: TurnRequest, session_id: str,
+                     held: list[str]) -> Conversation:
+        """The conversation a client-chosen id names, in place; a new one under that id (the
+        history the request sends seeding it) when the store has none."""
+        await self._acquire(session_id, held)
+        try:
+            conversation = await self.store.load(session_id)
+        except SessionNotFound:
+            return await self._fresh(Conversation(id=session_id), request)
+        self._check(conversation, request)
+        return conversation
+
+    async def _fresh(self, conversation: Conversation, request: TurnRequest) -> Conversation:
+        """A new conversation (already held), seeded with the request's history."""
         if request.seed:
             await self._seed(conversation, request)
             self.approvals.check(conversation, request)  # mol asked nothing in it

@@ -36,6 +36,10 @@ class TurnRequest:
     """The mark to continue from (a response id or a transcript fingerprint)."""
     key_required: bool = False
     """404 when ``key`` names no stored point (``previous_response_id``)."""
+    conversation: str | None = None
+    """The stored conversation a client-chosen id names (Chat Completions'
+    ``X-Conversation-Id``): continued in place whatever ``key`` says, or made under this id
+    (seeded with ``seed``) when the store has none."""
     seed: list[dict[str, Any]] = field(default_factory=list)
     """History for a conversation the server does not have: plain messages in every view."""
     seed_fields: list[str] = field(default_factory=list)

@@ -7,6 +7,10 @@ from pathlib import Path
 import pytest
 
 from ..conftest import hcp_text as hcp_text  # re-exported for the tests of this folder
+from ..harness_profile import FILES as FILES  # a reference-style profile folder (test_harness)
+from ..harness_profile import IDENTITY as IDENTITY
+from ..harness_profile import ROUTE_TEXT as ROUTE_TEXT
+from ..harness_profile import write_profile as write_profile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

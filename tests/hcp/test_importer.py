@@ -102,4 +102,4 @@ def test_import_refuses_literal_secrets_and_unknown_sources(tmp_path, capsys):
     code, _, err = run(capsys, "hcp", "import", "--from", "claude", project)
     assert code == 2 and "mcpServers.x.env.SECRET_KEY: a literal value" in err
     code, _, err = run(capsys, "hcp", "import", "--from", "cursor", project)
-    assert code == 2 and "--from 'cursor': give 'claude DIR' or 'codex FILE'" in err
+    assert code == 2 and "--from 'cursor': give 'claude DIR', 'codex FILE' or 'mol-harness DIR'" in err

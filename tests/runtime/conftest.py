@@ -14,6 +14,9 @@ from mol.plugins.manager import PluginManager
 from mol.runtime import Runtime, Session
 
 from ..conftest import hcp_text
+from ..harness_profile import IDENTITY as IDENTITY  # the reference-style profile's
+from ..harness_profile import ROUTE_TEXT as ROUTE_TEXT
+from ..harness_profile import write_profile as write_profile
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

@@ -120,16 +120,27 @@ async def test_the_turn_events_fire_with_claude_codes_fields(tmp_path):
 
 
 async def test_a_resumed_conversation_starts_with_source_resume(tmp_path):
-    artifact = write_hcp(tmp_path, extra=hooks(tmp_path))
+    python = Path(sys.executable).as_posix()
+    resumed = ('\n[[hooks.SessionStart]]\nmatcher = "resume"\nhooks = [{ command = '
+               f'"{python} hooks/resumed.py", timeout = 30 }}]\n')
+    tables = hooks(tmp_path)
+    (tmp_path / "hooks" / "resumed.py").write_text(
+        HOOK + "print(json.dumps({'hookSpecificOutput': {'hookEventName': name, "
+        "'additionalContext': 'Welcome back.'}}))\n")
+    artifact = write_hcp(tmp_path, extra=tables + resumed)
     async with ScriptedEngine.serve(SCRIPT) as engine:
         async with session(artifact, engine) as h:
             await h.turn("hello there")
         conversation = h.conversation
         async with session(artifact, engine, conversation=conversation) as again:
             await again.turn("and now?")
-    sources = [e["source"] for e in logged(tmp_path) if e["hook_event_name"] == "SessionStart"]
-    # The matcher selects "startup" only: the resumed runtime's SessionStart ran no hook.
-    assert sources == ["startup"]
+    starts = [e for e in logged(tmp_path) if e["hook_event_name"] == "SessionStart"]
+    # Each matcher ran once, on its own source: "startup" first, then "resume" (one hook
+    # each), with the same conversation's id.
+    assert [e["source"] for e in starts] == ["startup", "resume"]
+    assert {e["session_id"] for e in starts} == {conversation.id}
+    # The resumed session's context reached the adapter that answered after it (L1).
+    assert "Welcome back." in json.dumps(bodies(engine, "L1")[0]["messages"])
 
 
 async def test_a_failing_stop_hook_does_not_keep_the_adapter_going(tmp_path):

@@ -69,7 +69,9 @@ async def test_the_archive_api_serves_what_the_shell_cannot(sandbox: Sandbox) ->
 
     async with anyio.create_task_group() as group:
         group.start_soon(busy)
-        await anyio.sleep(1)
+        with anyio.fail_after(10):  # until the command holds the shell (no event says so)
+            while not sandbox._lock.locked():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
         # The shell is busy with a command: the write goes through Docker, not after it.
         await sandbox.write_file("during.txt", b"x")
         assert await sandbox.read_file("during.txt") == b"x" and not ended

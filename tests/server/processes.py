@@ -20,11 +20,12 @@ from .conftest import KEY, STARTED, free_port, write_hcp
 
 class Server:
     """One ``mol serve`` process, its log appended to ``log``. ``env``: extra environment
-    (say ``MOL_SESSION_STORE``); ``host``: run it under that host name in a UTS namespace of
+    (say ``MOL_SESSION_STORE``); ``args``: more options of ``mol serve``; ``host``: run it under that host name in a UTS namespace of
     its own, so other processes here see its leases as a remote replica's."""
 
     def __init__(self, tmp: Path, engine_url: str, log: Path, *, env: dict[str, str] | None = None,
-                 host: str | None = None, hcp: Path | None = None) -> None:
+                 host: str | None = None, hcp: Path | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         key_file = tmp / "key"
         key_file.write_text(KEY + "\n")
@@ -32,7 +33,8 @@ class Server:
         environ.pop("MOL_ALLOW_UNAUTHENTICATED", None)
         # This interpreter's mol (the code under test), not whichever `mol` PATH finds.
         command = [sys.executable, "-m", "mol.cli", "serve", "--hcp", str(hcp or write_hcp(tmp)),
-                   "--port", str(self.port), "--engine-url", engine_url, "--drain", "10"]
+                   "--port", str(self.port), "--engine-url", engine_url, "--drain", "10",
+                   *args]
         if host is not None:  # unshare execs (no fork): the pid stays the server's
             command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host,
                        *command]
