@@ -75,10 +75,7 @@ class ScriptedEngine:
         ``runtime_lora_updating``; SGLang without it answers as without ``--enable-lora``),
         lists them in ``/v1/models`` under the base model ``base``, and (vLLM) reports the
         LoRAs with requests in flight on ``/metrics`` (``max_loras`` run at once).
-        ``served``: the model names it lists in ``/v1/models`` and answers besides the
-        loaded LoRAs (default ``served_names(script)``: the script's adapters and L0-L3, a
-        Macaron engine's four LoRAs; a served name without rules gets the
-        unmatched-request 400).
+        ``served``: the names it lists and answers beside loaded LoRAs (``served_names``).
         """
         from mol.runtime.scripted.app import EngineState
         from mol.runtime.scripted.loras import LoraState
@@ -99,11 +96,9 @@ class ScriptedEngine:
         self.log_path = Path(log_path) if log_path is not None else None
         self._on_request = on_request
         loras = LoraState(lora_api, runtime_lora_updating, base, max_loras, self._record)
-        self.served = served_names(self.script, served)
-        """The model names listed in ``/v1/models`` and answered besides the loaded LoRAs; a
-        name appended while it runs is served from then on."""
         self._state = EngineState(self.script, latency, self._record, reasoning_parser,
-                                  context_window, route_latency, loras, self.served)
+                                  context_window, route_latency, loras,
+                                  served_names(self.script, served))
         self._log: Any = None
         self._stack: ExitStack | None = None
 
@@ -117,6 +112,13 @@ class ScriptedEngine:
         """The OpenAI ``base_url`` / litellm ``api_base``: ``http://HOST:PORT/v1``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
+
+    @property
+    def served(self) -> list[str]:
+        """The model names listed in ``/v1/models`` and answered besides the loaded LoRAs (a
+        served name without rules gets the unmatched-request 400); the engine's own list: a
+        name appended while it runs is served from then on."""
+        return self._state.served
 
     @property
     def requests(self) -> list[dict[str, Any]]:

@@ -262,7 +262,7 @@ def test_served_names_what_is_listed_and_answered():
         assert [m.id for m in c.models.list()] == ["L1", "L5"]
         with pytest.raises(openai.BadRequestError, match="no scripted rule of L5"):
             c.chat.completions.create(model="L5", messages=user("a"))
-        with pytest.raises(openai.NotFoundError, match="model 'L0' is not served"):
+        with pytest.raises(openai.NotFoundError, match="The model `L0` does not exist."):
             c.chat.completions.create(model="L0", messages=user("a"))
         engine.served.append("L0")
         assert [m.id for m in c.models.list()] == ["L1", "L5", "L0"]
