@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from mol.runtime.testing import ScriptedEngine
@@ -56,49 +51,42 @@ def test_check_prints_one_line_per_adapter(tmp_path: Path):
                                  "http://127.0.0.1:9/v1/models got no answer")
 
 
-@contextmanager
-def vllm_models(data: list[dict]) -> Iterator[str]:
-    """A stand-in answering ``GET /v1/models`` with ``data``, as vLLM lists LoRAs."""
-
-    class Models(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # http.server calls it by this name
-            body = json.dumps({"object": "list", "data": data}).encode()
-            self.send_response(200 if self.path == "/v1/models" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+LORA_HCP = """\
+schema_version = 2
+name = "based"
+[engine]
+api_base = "http://127.0.0.1:9/v1"
+lora_api = "vllm"
+[model]
+base = "Qwen3-8B"
+[router]
+prompt = "Route."
+[adapters.L0]
+prompt = "You chat."
+[adapters.L2]
+prompt = "You code."
+lora = { path = "l2.safetensors" }
+"""
 
 
 def test_a_lora_on_another_base_is_foreign(tmp_path: Path):
-    hcp = write(tmp_path, '[model]\nbase = "Qwen3-8B"\n')
-    base = {"id": "Qwen/Qwen3-8B", "object": "model", "root": "/models/Qwen3-8B",
-            "parent": None, "max_model_len": 32768}
-    loras = [{"id": f"L{n}", "object": "model", "root": f"/loras/L{n}",
-              "parent": "Qwen/Qwen3-8B" if n != 2 else "meta-llama/Llama-3.1-8B"}
-             for n in range(4)]
-    with vllm_models([base, *loras]) as url:
-        out = mol("engine", "check", "--hcp", str(hcp), "--engine-url", url)
-        assert out.returncode == 1
-        assert out.stdout.splitlines()[2] == (
-            "foreign  L2 (engine name L2) is foreign: the engine serves it on base "
-            "'meta-llama/Llama-3.1-8B', not the artifact's [model] base 'Qwen3-8B'")
-        assert [line.split()[0] for line in out.stdout.splitlines()] == ["ok", "ok",
-                                                                          "foreign", "ok"]
-        loras[2]["parent"] = "Qwen/Qwen3-8B"
-        assert mol("engine", "check", "--hcp", str(hcp), "--engine-url", url).returncode == 0
+    """The engine lists a loaded LoRA with its base as ``parent`` (vLLM's model card)."""
+    (tmp_path / "l2.safetensors").write_bytes(b"weights")
+    hcp = tmp_path / "based.toml"
+    hcp.write_text(LORA_HCP)
+    for base, code in (("meta-llama/Llama-3.1-8B", 1), ("Qwen/Qwen3-8B", 0)):
+        with ScriptedEngine.serve(SCRIPT, lora_api="vllm", base=base) as engine:
+            url = ["--engine-url", engine.base_url]
+            assert mol("adapters", "register", "--hcp", str(hcp), *url).returncode == 0
+            out = mol("engine", "check", "--hcp", str(hcp), *url)
+        assert out.returncode == code, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == "ok       L0 (engine name L0)"
+        name = lines[1].split("engine name ")[1].split(")")[0]
+        assert name.startswith("L2@") and len(name) == 15
+        assert lines[1] == (f"ok       L2 (engine name {name})" if code == 0 else
+                            f"foreign  L2 (engine name {name}) is foreign: the engine serves "
+                            f"it on base {base!r}, not the artifact's [model] base 'Qwen3-8B'")
 
 
 def test_run_refuses_an_engine_missing_an_adapter_unless_told_not_to_check(tmp_path: Path):
