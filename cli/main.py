@@ -47,7 +47,7 @@ COMMANDS: dict[str, Command] = {
     "hcp": Command("mol.cli.commands.hcp", "validate, digest, diff and patch HCP artifacts"),
     "skills": Command("mol.cli.commands.skills", "list, show and validate Agent Skills"),
     "adapters": Command("mol.cli.commands.adapters", "the adapters' LoRAs on the running engine: list their versions, register, unregister stale ones, hash"),
-    "engine": Command("mol.cli.commands.engine", "serve a model engine (local llama.cpp, the scripted test double); print the vLLM or SGLang launch command"),
+    "engine": Command("mol.cli.commands.engine", "serve a model engine (local llama.cpp, the scripted test double); print the vLLM or SGLang launch command; check that it serves the artifact's adapters"),
     "mcp": Command("mol.cli.commands.mcp", "list MCP servers and their tools, resources and prompts; call a tool"),
     "sandbox": Command("mol.cli.commands.sandbox", "run commands in hardened Docker sandboxes; build the image; gc"),
     "serve": Command("mol.cli.commands.serve", "serve the OpenAI and Anthropic APIs (chat completions, responses, messages)"),

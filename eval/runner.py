@@ -65,6 +65,10 @@ class RunOptions:
     ``jobs`` 0 then leaves the bound to the cluster's sandbox slots (``mol.eval.cluster.backend``)."""
     node_retries: int = 2
     """With ``ray``: how many more times an episode lost with its node is run elsewhere."""
+    engine_check: bool = False
+    """Before the first episode, refuse to run when the engine does not serve every adapter
+    (``mol.runtime.require_served``); ``mol eval run`` sets it unless ``--no-engine-check``.
+    A run with nothing left to do, or ``agent = "oracle"``, never asks the engine."""
 
 
 def state_dir() -> Path:
@@ -262,6 +266,10 @@ async def _engine(options: RunOptions, stack: AsyncExitStack) -> Any:
     from mol.runtime import open_engine
 
     engine = await stack.enter_async_context(open_engine(options.artifact, options.engine_url))
+    if options.engine_check:  # after open_engine: an embedded engine is started by then
+        from mol.runtime import require_served
+
+        await require_served(options.artifact, engine)
     # Importing litellm takes seconds: in a worker thread it does not stall the episodes.
     await anyio.to_thread.run_sync(engine.load)
     return engine

@@ -30,7 +30,8 @@ import anyio.from_thread
 from mol.core.errors import ServerError, UsageError
 from mol.runtime.scripted.script import Rule, Script, load_script
 
-__all__ = ["Rule", "Script", "ScriptedEngine", "load_script"]
+__all__ = ["MACARON_ADAPTERS", "Rule", "Script", "ScriptedEngine", "load_script",
+           "served_names"]
 
 _STARTUP_TIMEOUT = 10.0
 REASONING_FIELDS = (None, "reasoning_content", "reasoning")
@@ -57,6 +58,7 @@ class ScriptedEngine:
         runtime_lora_updating: bool = True,
         base: str = "scripted-base",
         max_loras: int = 4,
+        served: list[str] | None = None,
     ) -> None:
         """``script``: TOML text, a mapping, a TOML file path or a loaded ``Script``.
 
@@ -73,6 +75,7 @@ class ScriptedEngine:
         ``runtime_lora_updating``; SGLang without it answers as without ``--enable-lora``),
         lists them in ``/v1/models`` under the base model ``base``, and (vLLM) reports the
         LoRAs with requests in flight on ``/metrics`` (``max_loras`` run at once).
+        ``served``: the names it lists and answers beside loaded LoRAs (``served_names``).
         """
         from mol.runtime.scripted.app import EngineState
         from mol.runtime.scripted.loras import LoraState
@@ -94,7 +97,8 @@ class ScriptedEngine:
         self._on_request = on_request
         loras = LoraState(lora_api, runtime_lora_updating, base, max_loras, self._record)
         self._state = EngineState(self.script, latency, self._record, reasoning_parser,
-                                  context_window, route_latency, loras)
+                                  context_window, route_latency, loras,
+                                  served_names(self.script, served))
         self._log: Any = None
         self._stack: ExitStack | None = None
 
@@ -108,6 +112,13 @@ class ScriptedEngine:
         """The OpenAI ``base_url`` / litellm ``api_base``: ``http://HOST:PORT/v1``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
+
+    @property
+    def served(self) -> list[str]:
+        """The model names listed in ``/v1/models`` and answered besides the loaded LoRAs (a
+        served name without rules gets the unmatched-request 400); the engine's own list: a
+        name appended while it runs is served from then on."""
+        return self._state.served
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -189,6 +200,20 @@ class ScriptedEngine:
             self._log.flush()
         if self._on_request is not None:
             self._on_request(record)
+
+
+MACARON_ADAPTERS = ("L0", "L1", "L2", "L3")
+"""What a scripted engine serves besides its script's adapters by default: a stand-in for
+a Macaron engine serving its four LoRAs, so an artifact declaring them passes the adapter
+check (``mol.runtime.engine.adapters_check``) against a script naming fewer."""
+
+
+def served_names(script: Script, served: list[str] | None = None) -> list[str]:
+    """The model names a scripted engine serves: ``served`` when given, else the script's
+    adapters and ``MACARON_ADAPTERS``, in that order."""
+    if served is not None:
+        return list(dict.fromkeys(served))
+    return list(dict.fromkeys([*script.adapters, *MACARON_ADAPTERS]))
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -5,7 +5,9 @@ else what the engine reports for the adapter's engine name (``max_model_len`` in
 list of vLLM and SGLang; mol's local engine reports its ``n_ctx`` the same way), else
 ``DEFAULT_WINDOW``. The engine's list is read once per runtime, at the first need: the
 first request of at least ``SMALL_REQUEST`` tokens (one smaller fits every window an engine
-serves adapters with, and asking costs a request per runtime: per ``mol run``). An
+serves adapters with, and asking costs a request per runtime: per ``mol run``), unless
+the adapter check at a command's start read the list already and handed it over
+(``Windows.report``): a ``mol run`` then costs that one model-list request in all. An
 assumed window compacts like a known one, but a request still too big for it goes to the
 engine, which knows better (``mol.runtime.compaction.fit``).
 
@@ -106,12 +108,21 @@ class Windows:
         await self.of(adapter)
         return self.artifact.doc.engine_name(adapter) in (self._reported or {})
 
+    def report(self, listed: list[dict[str, Any]] | None) -> None:
+        """Take the windows from ``listed``, the engine's model list read already (the
+        adapter check at a command's start), so the engine is asked no more."""
+        self._reported = _windows(listed)
+
     async def _listed(self) -> dict[str, int]:
         models = getattr(self.engine, "models", None)
-        listed = await models() if models is not None else None
-        found: dict[str, int] = {}
-        for entry in listed or []:
-            size = entry.get("max_model_len")
-            if isinstance(entry.get("id"), str) and isinstance(size, int) and size > 0:
-                found[entry["id"]] = size
-        return found
+        return _windows(await models() if models is not None else None)
+
+
+def _windows(listed: list[dict[str, Any]] | None) -> dict[str, int]:
+    """Engine name -> ``max_model_len``, of the entries of a model list that report one."""
+    found: dict[str, int] = {}
+    for entry in listed or []:
+        size = entry.get("max_model_len")
+        if isinstance(entry.get("id"), str) and isinstance(size, int) and size > 0:
+            found[entry["id"]] = size
+    return found

@@ -15,8 +15,9 @@ only with ``[server] expose_adapters``. Every other route needs the API key
 checkpointed into the session store.
 
 ``create_app`` builds the ASGI app; its lifespan opens the runtime (plugins,
-toolsets, engine) and the store, and on shutdown drains the turns in flight
-for at most ``drain`` seconds. ``serve`` runs it on uvicorn (``mol.runtime.serving``),
+toolsets, engine) and the store, checks that the engine serves every adapter
+(``engine_check``: a start that fails there makes ``serve`` raise the reason), and on
+shutdown drains the turns in flight for at most ``drain`` seconds. ``serve`` runs it on uvicorn (``mol.runtime.serving``),
 whose graceful shutdown (SIGTERM, SIGINT) is bounded by the same time.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -76,6 +77,12 @@ class ServerConfig:
     """Seconds a client has to send a request's body; 408 after."""
     plugins: Any = None
     engine: Any = None
+    engine_check: bool = False
+    """Refuse to start when the engine does not serve every adapter (missing, or on a
+    foreign base: ``mol.runtime.require_served``); ``mol serve`` sets it unless
+    ``--no-engine-check``."""
+    start_failure: MolError | None = field(default=None, repr=False, compare=False)
+    """Why the start failed, when it did (set by the start, raised by ``serve``)."""
 
 
 def create_app(config: ServerConfig) -> Any:
@@ -144,30 +151,51 @@ def _lifespan(config: ServerConfig) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from mol.runtime import open_runtime, open_store, preload
-        from mol.server.turns.runner import Runner
 
         await preload()
-        serving = config.artifact.doc.server
         async with (
             open_store(config.store_path) as store,
             open_runtime(config.artifact, engine_url=config.engine_url,
                          plugins=config.plugins, engine=config.engine) as runtime,
-            Runner(runtime, store, max_turns=config.max_turns, deadline=config.deadline,
-                   drain=config.drain, lease=config.artifact.doc.session.lease,
-                   queue=serving.queue if config.queue is None else config.queue,
-                   queue_wait=serving.queue_wait if config.queue_wait is None
-                   else config.queue_wait, metrics=app.state.metrics,
-                   elicit_wait=config.elicitation_timeout) as runner,
         ):
-            app.state.metrics.attach(runner)
-            app.state.tracer = runtime.tracer
-            for session_id, index in store.interrupted:
-                log.warning("session %s: turn %d was interrupted by a restart",
-                            session_id, index)
-            app.state.runner = runner
-            yield
+            # mol serve registered the missing LoRAs before (engine.register_loras).
+            await _engine_checked(config, runtime)
+            async with _runner(config, app, runtime, store) as runner:
+                app.state.metrics.attach(runner)
+                app.state.tracer = runtime.tracer
+                for session_id, index in store.interrupted:
+                    log.warning("session %s: turn %d was interrupted by a restart",
+                                session_id, index)
+                app.state.runner = runner
+                yield
 
     return lifespan
+
+
+async def _engine_checked(config: ServerConfig, runtime: Any) -> None:
+    """The adapter check at the start (``config.engine_check``). A missing or foreign
+    adapter fails the start; ``serve`` raises it once uvicorn has given up."""
+    from mol.runtime import require_served
+
+    if config.engine_check:
+        try:
+            await require_served(config.artifact, runtime.engine, runtime.windows)
+        except MolError as exc:
+            config.start_failure = exc
+            raise
+
+
+def _runner(config: ServerConfig, app: Starlette, runtime: Any, store: Any) -> Any:
+    """The ``Runner`` of the server's turns."""
+    from mol.server.turns.runner import Runner
+
+    serving = config.artifact.doc.server
+    return Runner(runtime, store, max_turns=config.max_turns, deadline=config.deadline,
+                  drain=config.drain, lease=config.artifact.doc.session.lease,
+                  queue=serving.queue if config.queue is None else config.queue,
+                  queue_wait=serving.queue_wait if config.queue_wait is None
+                  else config.queue_wait, metrics=app.state.metrics,
+                  elicit_wait=config.elicitation_timeout)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -197,5 +225,11 @@ async def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8200)
     from mol.server.http.transport import uvicorn_config
 
     check_bind(host, config.api_key)
-    await serving.serve(uvicorn_config=uvicorn_config(create_app(config), config, host, port,
-                                                      log_level="info", access_log=True))
+    try:
+        await serving.serve(uvicorn_config=uvicorn_config(create_app(config), config, host,
+                                                          port, log_level="info",
+                                                          access_log=True))
+    except SystemExit:  # uvicorn's exit when the start failed: say why, as mol does
+        if config.start_failure is not None:
+            raise config.start_failure from None
+        raise

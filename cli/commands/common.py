@@ -24,6 +24,23 @@ def add_hcp_argument(parser: argparse.ArgumentParser,
     parser.add_argument("--hcp", type=Path, default=os.environ.get("MOL_HCP") or None, help=help)
 
 
+def add_engine_check_argument(parser: argparse.ArgumentParser) -> None:
+    """``--no-engine-check``: start without checking that the engine serves the artifact's
+    adapters (``engine_checked``)."""
+    parser.add_argument("--no-engine-check", action="store_true",
+                        help="start without checking that the engine serves every adapter "
+                        "of the artifact (see 'mol engine check')")
+
+
+async def engine_checked(runtime: Any, args: argparse.Namespace) -> None:
+    """Refuse to go on when ``runtime``'s engine misses or serves a foreign adapter (unless
+    ``--no-engine-check``); the model list read gives the runtime its windows."""
+    if not getattr(args, "no_engine_check", False):
+        from mol.runtime import require_served
+
+        await require_served(runtime.artifact, runtime.engine, runtime.windows)
+
+
 def add_adapter_argument(parser: argparse.ArgumentParser, help: str) -> None:
     """``--adapter NAME``: one of the adapters the artifact declares (checked once it is
     loaded, by ``checked_adapter``: the choices come from the artifact, not from mol)."""

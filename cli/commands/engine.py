@@ -1,5 +1,6 @@
 """``mol engine``: serve a model engine (``scripted`` is the test double of
-docs/scripted-engine.md), or print the vLLM or SGLang command that serves an artifact."""
+docs/scripted-engine.md), print the vLLM or SGLang command that serves an artifact, or
+``check`` that the engine serves the artifact's adapters."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mol.cli.commands.common import add_hcp_argument
 from mol.core.errors import UsageError
 
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -51,6 +53,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    "without VLLM_ALLOW_RUNTIME_LORA_UPDATING; sglang: as without --enable-lora")
     p.add_argument("--base", default="scripted-base", metavar="ID",
                    help="the base model's id, the parent of loaded LoRAs (default: scripted-base)")
+    p.add_argument("--served", metavar="NAMES", help="comma-separated model names to list in "
+                   "/v1/models and answer (default: the script's adapters and L0,L1,L2,L3)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print a line per request")
     p.set_defaults(func=scripted)
 
@@ -66,6 +70,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="a LoRA file for one adapter (repeatable)")
     p.set_defaults(func=local)
     _configure_command(sub)
+    _configure_check(sub)
+
+
+def _configure_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check", help="check that the engine serves the artifact's adapters",
+        description="Read the engine's GET /v1/models and check each adapter of the HCP: "
+                    "ok, missing (its engine name, versioned for a LoRA, is not listed) or "
+                    "foreign (a LoRA the engine serves on another base than [model] base). "
+                    "Exits 1 on any problem; see docs/adapters.md.")
+    add_hcp_argument(p)
+    p.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
+                   "engine.api_base (also $MOL_ENGINE_URL)")
+    p.set_defaults(func=check)
 
 
 def _configure_command(sub: argparse._SubParsersAction) -> None:
@@ -107,14 +125,15 @@ def scripted(args: argparse.Namespace) -> int:
                             reasoning_parser=args.reasoning_parser, seed=args.seed,
                             context_window=args.context_window,
                             route_latency=args.route_latency, lora_api=args.lora_api,
-                            runtime_lora_updating=args.runtime_lora_updating, base=args.base)
+                            runtime_lora_updating=args.runtime_lora_updating, base=args.base,
+                            served=_names(args.served) if args.served is not None else None)
     # Block the stop signals before the server thread starts (threads inherit
     # the mask), so they reach the sigwait below rather than interrupting uvicorn.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         with engine:
             log = f", logging requests to {args.log}" if args.log else ""
-            print(f"mol engine scripted: serving {', '.join(engine.script.adapters)} at "
+            print(f"mol engine scripted: serving {', '.join(engine.served)} at "
                   f"{engine.base_url}{log}", file=sys.stderr, flush=True)
             received = signal.sigwait(_STOP_SIGNALS)
             print(f"mol engine scripted: {signal.Signals(received).name}, shutting down",
@@ -122,6 +141,28 @@ def scripted(args: argparse.Namespace) -> int:
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     return 0
+
+
+async def check(args: argparse.Namespace) -> int:
+    """One line per adapter (ok, missing, foreign); 1 on any problem."""
+    from mol.cli.commands.common import load_artifact
+    from mol.runtime import LiteLLMEngine, check_adapters
+
+    artifact = load_artifact(args.hcp)
+    engine = LiteLLMEngine.from_artifact(artifact, args.engine_url)
+    found = await check_adapters(artifact, engine.api_base, api_key=engine.api_key)
+    for state in found.states:
+        print(state.line(), flush=True)
+    if found.problems:
+        print(f"mol engine check: {len(found.problems)} of {len(found.states)} adapters not "
+              f"served as the artifact asks by {found.url}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated list of names (``--served``)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 async def local(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mol.cli.commands.common import add_hcp_argument, load_artifact
+from mol.cli.commands.common import add_engine_check_argument, add_hcp_argument, load_artifact
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="mol: the harness answers; oracle: solution/solve.sh runs")
     p.add_argument("--adapter", metavar="NAME", help="pin every turn to this adapter "
                    "instead of routing it")
-    p.add_argument("--engine-url", help="engine base URL, overriding engine.api_base")
+    _add_engine(p)
     again = p.add_mutually_exclusive_group()
     again.add_argument("--redo", action="store_true", help="rerun finished episodes too")
     again.add_argument("--retry-errors", action="store_true",
@@ -115,6 +115,12 @@ def add_sft_arguments(p: argparse.ArgumentParser) -> None:
                    "messages are a prefix of another's (by default they are left out)")
 
 
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    """``mol eval run``'s engine options."""
+    p.add_argument("--engine-url", help="engine base URL, overriding engine.api_base")
+    add_engine_check_argument(p)
+
+
 def _add_ray(p: argparse.ArgumentParser) -> None:
     """``mol eval run``'s options for running on a Ray cluster."""
     p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
@@ -168,7 +174,8 @@ async def run(args: argparse.Namespace) -> int:
                          epochs=args.epochs, tasks=args.tasks, agent=args.agent,
                          adapter=args.adapter, engine_url=args.engine_url, redo=args.redo,
                          retry_errors=args.retry_errors, record=not args.no_record,
-                         ray=args.ray, node_retries=args.node_retries)
+                         ray=args.ray, node_retries=args.node_retries,
+                         engine_check=not args.no_engine_check)
     progress = Progress(0, live=sys.stderr.isatty() and not args.json)
     on_episode = (lambda e: _print_json(_episode_json(e))) if args.json else None
     out = await run_suite(options, progress=progress, on_episode=on_episode)

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from mol.cli.commands.common import add_hcp_argument, load_artifact
+from mol.cli.commands.common import add_engine_check_argument, add_hcp_argument, load_artifact
 from mol.core.text import escaped
 from mol.core.tools import Approval
 
@@ -21,6 +21,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true",
                         help="print model and tool text as it is, control sequences included "
                         "(at a terminal they are shown escaped by default)")
+    add_engine_check_argument(parser)
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +91,7 @@ async def run(args: argparse.Namespace) -> int:
     from mol.runtime import start_import
 
     start_import()  # the longest part of start-up, overlapped with the rest
-    from mol.cli.commands.common import ended_by_signals, stored_session
+    from mol.cli.commands.common import ended_by_signals, engine_checked, stored_session
     from mol.runtime import open_runtime
 
     artifact = load_artifact(args.hcp)
@@ -99,10 +100,11 @@ async def run(args: argparse.Namespace) -> int:
         async with (
             stored_session(artifact, args.session) as stored,
             open_runtime(artifact, engine_url=args.engine_url) as runtime,
-            runtime.session(stored.conversation, checkpoint=stored.checkpoint,
-                            observers=[on_event]) as session,
         ):
-            result = await session.turn(" ".join(args.prompt))
+            await engine_checked(runtime, args)
+            async with runtime.session(stored.conversation, checkpoint=stored.checkpoint,
+                                       observers=[on_event]) as session:
+                result = await session.turn(" ".join(args.prompt))
         if not args.json:
             print(shown(result.answer, args.raw))
     return stopped.exit_code(0)
@@ -113,8 +115,7 @@ async def chat(args: argparse.Namespace) -> int:
     from mol.runtime import start_import
 
     start_import()
-    from mol.cli.commands.chatting import builtin, gauge, run_builtin
-    from mol.cli.commands.common import blocking_call, ended_by_signals, stored_session
+    from mol.cli.commands.common import ended_by_signals, engine_checked, stored_session
     from mol.runtime import open_runtime
 
     artifact = load_artifact(args.hcp)
@@ -124,31 +125,41 @@ async def chat(args: argparse.Namespace) -> int:
         ended_by_signals() as stopped,
         stored_session(artifact, args.session) as stored,
         open_runtime(artifact, engine_url=args.engine_url, elicit=elicit) as runtime,
-        runtime.session(stored.conversation, checkpoint=stored.checkpoint,
-                        approve=_ask_user if interactive else None, elicit=elicit,
-                        observers=[Progress(interactive)]) as session,
     ):
-        if interactive:
-            print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). /help for commands, "
-                  "Ctrl-D to quit.", file=sys.stderr)
-        while True:
-            try:
-                line = await blocking_call(_read_turn, interactive)
-            except EOFError:
-                break
-            if not line.strip():
-                continue
-            own = builtin(line)
-            if own is not None:
-                await run_builtin(*own, session, artifact)
-                continue
-            result = await session.turn(line.strip())
-            print(shown(result.answer, args.raw), flush=True)
-            if interactive:
-                await gauge(session, result.adapter)
-        if args.session is not None:  # the person left: write the deferred summaries now
-            await session.settle()
+        await engine_checked(runtime, args)
+        async with runtime.session(stored.conversation, checkpoint=stored.checkpoint,
+                                   approve=_ask_user if interactive else None, elicit=elicit,
+                                   observers=[Progress(interactive)]) as session:
+            await _converse(session, artifact, interactive, args)
     return stopped.exit_code(0)
+
+
+async def _converse(session: Any, artifact: Any, interactive: bool,
+                    args: argparse.Namespace) -> None:
+    """``mol chat``'s turns until the end of its input."""
+    from mol.cli.commands.chatting import builtin, gauge, run_builtin
+    from mol.cli.commands.common import blocking_call
+
+    if interactive:
+        print(f"mol chat with {artifact.name} ({artifact.digest[:19]}). /help for commands, "
+              "Ctrl-D to quit.", file=sys.stderr)
+    while True:
+        try:
+            line = await blocking_call(_read_turn, interactive)
+        except EOFError:
+            break
+        if not line.strip():
+            continue
+        own = builtin(line)
+        if own is not None:
+            await run_builtin(*own, session, artifact)
+            continue
+        result = await session.turn(line.strip())
+        print(shown(result.answer, args.raw), flush=True)
+        if interactive:
+            await gauge(session, result.adapter)
+    if args.session is not None:  # the person left: write the deferred summaries now
+        await session.settle()
 
 
 def _read_turn(interactive: bool) -> str:

@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-from mol.cli.commands.common import add_hcp_argument
+from mol.cli.commands.common import add_engine_check_argument, add_hcp_argument
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8200, help="port (default 8200; 0: any free)")
     parser.add_argument("--engine-url", help="engine base URL, overriding the artifact's "
                         "engine.api_base (also $MOL_ENGINE_URL)")
+    add_engine_check_argument(parser)
     parser.add_argument("--max-turns", type=int, default=64,
                         help="turns running at once; more wait in the queue (default 64)")
     parser.add_argument("--queue", type=int, default=None,
@@ -106,7 +107,8 @@ async def serve_async(args: argparse.Namespace) -> int:
                           queue_wait=args.queue_wait, deadline=args.deadline, drain=args.drain,
                           elicitation_timeout=args.elicitation_timeout,
                           max_connections=args.max_connections,
-                          header_timeout=args.header_timeout, body_timeout=args.body_timeout)
+                          header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+                          engine_check=not args.no_engine_check)
     await run_server(config, args.host, args.port)
     return 0
 

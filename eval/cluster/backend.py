@@ -134,6 +134,10 @@ async def _engine_url(options: Any, stack: AsyncExitStack) -> str | None:
         from mol.runtime import open_engine
 
         await stack.enter_async_context(open_engine(artifact, url))
+    if options.engine_check:  # the nodes reach the same engine at the same URL
+        from mol.runtime import LiteLLMEngine, require_served
+
+        await require_served(artifact, LiteLLMEngine.from_artifact(artifact, url))
     return url
 
 

@@ -45,8 +45,13 @@ class EngineState:
 
     def __init__(self, script: Script, latency: float, on_record: Callable[[dict], None],
                  reasoning_parser: str | None = None, context_window: int | None = None,
-                 route_latency: float | None = None, loras: LoraState | None = None) -> None:
+                 route_latency: float | None = None, loras: LoraState | None = None,
+                 served: list[str] | None = None) -> None:
         self.script = script
+        self.served = served if served is not None else script.adapters
+        """The model names listed in ``/v1/models`` and answered besides the loaded LoRAs
+        (``ScriptedEngine``'s ``served``, the same list: a name added is served from then
+        on)."""
         self.loras = loras if loras is not None else LoraState(None, False, "", 1, on_record)
         """The LoRAs loaded at runtime (a LoRA dialect's routes; none without one)."""
         self.context_window = context_window
@@ -142,7 +147,7 @@ def build_app(state: EngineState) -> Starlette:
         root = f"scripted:{state.script.fingerprint()}"
         window = {} if state.context_window is None else {"max_model_len": state.context_window}
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "mol-scripted-engine",
-                 "root": root, **window} for name in state.script.adapters]
+                 "root": root, **window} for name in state.served]
         if state.loras.api is not None:
             data += state.loras.models()
         return JSONResponse({"object": "list", "data": data})
@@ -186,7 +191,7 @@ async def _chat(state: EngineState, request: Request) -> Any:
     running = None  # the model whose request is in flight, once it is answered
     try:
         record["body"] = body = parse_body(raw)
-        served = state.loras.served(state.script.adapters)
+        served = state.loras.served(state.served)
         chat_request = read_request(body, served)
         record["adapter"] = chat_request.adapter
         record["model"] = model = served_name(body["model"], served)
@@ -232,7 +237,7 @@ async def _tokenize(state: EngineState, request: Request) -> Response:
         body = parse_body(await request.body())
         if not isinstance(body.get("messages"), list):
             raise HTTPProblem(400, "messages must be an array")
-        if body.get("model") not in state.script.adapters:
+        if body.get("model") not in state.served:
             raise HTTPProblem(404, f"The model `{body.get('model')}` does not exist.",
                               "NotFoundError")
     except HTTPProblem as problem:

@@ -105,8 +105,13 @@ def test_a_turn_reaches_the_engine_under_the_versioned_name(tmp_path, capsys, mo
     hcp = write(tmp_path)
     with ScriptedEngine(SCRIPT, lora_api="vllm") as engine:
         monkeypatch.setenv("MOL_ENGINE_URL", engine.base_url)
-        # Not loaded yet: the engine has no such model, and the turn falls back to L0.
-        assert mol(capsys, "run", "--hcp", str(hcp), "write code")[:2] == (0, "summary\n")
+        # Not loaded yet: mol run refuses to start (the adapter check) ...
+        code, _, err = mol(capsys, "run", "--hcp", str(hcp), "write code")
+        assert code == 1 and f"{version(b'v1')} is not served (the engine serves L2: " \
+            "register it with mol adapters register)" in err
+        # ... and without the check the engine has no such model: the turn falls back to L0.
+        assert mol(capsys, "run", "--hcp", str(hcp), "--no-engine-check",
+                   "write code")[:2] == (0, "summary\n")
         assert mol(capsys, "adapters", "register", "--hcp", str(hcp))[0] == 0
         assert mol(capsys, "run", "--hcp", str(hcp), "write code") == (0, "coded\n", "")
     answered = [r for r in engine.requests if r["status"] == 200 and r["adapter"] == "L2"]
@@ -118,7 +123,8 @@ def test_a_turn_reaches_the_engine_under_the_versioned_name(tmp_path, capsys, mo
 def test_a_new_lora_file_is_a_new_version_loaded_beside_the_old(tmp_path, capsys, monkeypatch):
     hcp = write(tmp_path)
     before = load(hcp)
-    with ScriptedEngine(SCRIPT, lora_api="vllm") as engine:
+    # served: the script's adapters only (not L0-L3 besides), the models it lists
+    with ScriptedEngine(SCRIPT, lora_api="vllm", served=["L0", "L2"]) as engine:
         monkeypatch.setenv("MOL_ENGINE_URL", engine.base_url)
         assert mol(capsys, "adapters", "register", "--hcp", str(hcp))[0] == 0
         write(tmp_path, weights=b"v2")

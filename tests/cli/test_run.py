@@ -65,6 +65,12 @@ def test_engine_down_is_a_clear_error(tmp_path):
     hcp = tmp_path / "t.toml"
     hcp.write_text(BASE_HCP.format(constraint="structured_outputs", timeout=5))
     out = run("run", "--hcp", str(hcp), "--engine-url", "http://127.0.0.1:9/v1", "hello")
+    assert out.returncode == 1  # the adapter check at the start names the URL it asked
+    assert out.stderr.startswith("error: the engine's model list GET "
+                                 "http://127.0.0.1:9/v1/models got no answer: ConnectError")
+    assert "Traceback" not in out.stderr
+    out = run("run", "--hcp", str(hcp), "--engine-url", "http://127.0.0.1:9/v1",
+              "--no-engine-check", "hello")
     assert out.returncode == 1
     assert out.stderr.startswith("error: hosted_vllm/L0:") and "Traceback" not in out.stderr
 

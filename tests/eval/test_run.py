@@ -114,3 +114,21 @@ def test_json_output_is_one_line_per_episode_then_the_summary(
     assert all(line["outcome"] == "pass" and line["trajectory"] for line in lines[:2])
     assert lines[2]["passed"] == 2 and lines[2]["tasks"][0]["task"] == "csv-to-json"
     json.dumps(lines)  # stays JSON-able
+
+
+def test_a_run_refuses_an_engine_missing_an_adapter(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    """Before its first episode; a run with nothing to do, or the oracle, never asks."""
+    with ScriptedEngine.serve('[[L0]]\nreply = "x"\n', served=["L0", "L1", "L2"]) as engine:
+        code, _, err = mol(capsys, "eval", "run", SUITE, "--hcp", HCP, "--engine-url",
+                           engine.base_url, "--out", tmp_path / "run", "--tasks", "csv*")
+        assert code == 1 and engine.requests == []
+        assert err.strip().splitlines()[-1] == (
+            f"error: the engine at {engine.base_url}/models does not serve the artifact's "
+            "adapters: L3 (engine name L3) is not served by the engine (check with "
+            "'mol engine check'; --no-engine-check starts anyway)")
+        assert episodes(tmp_path / "run") == {}
+        code, _, err = mol(capsys, "eval", "run", SUITE, "--hcp", HCP, "--engine-url",
+                           engine.base_url, "--out", tmp_path / "oracle", "--tasks", "csv*",
+                           "--agent", "oracle")
+        assert code == 0, err

@@ -156,7 +156,8 @@ async def test_registering_needs_a_lora_api(tmp_path):
 
 
 async def test_an_unloaded_lora_is_the_engines_missing_model():
-    async with ScriptedEngine(SCRIPT, lora_api="vllm") as engine:
+    # served: the script's adapters only (not L0-L3 besides), the models it compares
+    async with ScriptedEngine(SCRIPT, lora_api="vllm", served=["L0", "L2"]) as engine:
         client = LoraClient(engine.base_url, "vllm")
         await client.load("L2@0123456789ab", "/")
         chat = {"model": "hosted_vllm/L2@0123456789ab",
@@ -209,7 +210,8 @@ async def test_sglang_says_nothing_of_requests_in_flight():
 async def test_a_survey_tells_versions_and_foreign_models_apart(tmp_path):
     art = artifact(tmp_path)
     name = art.doc.engine_name("L2")
-    async with ScriptedEngine(SCRIPT, lora_api="vllm") as engine:
+    # served: the script's adapters only (not L0-L3 besides), the models it compares
+    async with ScriptedEngine(SCRIPT, lora_api="vllm", served=["L0", "L2"]) as engine:
         client = LoraClient(engine.base_url, "vllm")
         await client.load("L2@0123456789ab", "/")
         await client.load("other", "/")

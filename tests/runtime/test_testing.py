@@ -53,7 +53,8 @@ def user(text: str) -> list[dict]:
 
 def test_reply_and_usage_through_openai():
     with ScriptedEngine.serve(DESIGN_EXAMPLE) as engine, client(engine) as c:
-        assert [m.id for m in c.models.list()] == ["L0", "L2"]
+        # The script's adapters, then the rest of a Macaron engine's four (served by default)
+        assert [m.id for m in c.models.list()] == ["L0", "L2", "L1", "L3"]
         out = c.chat.completions.create(model="L0", messages=user("run the test"),
                                         extra_body=CONSTRAINTS["guided_choice"])
         assert out.choices[0].message.content == "L2"
@@ -251,6 +252,20 @@ def test_provider_prefix_stripped_and_unknown_model_is_404():
         with pytest.raises(openai.NotFoundError, match="The model `L9` does not exist."):
             c.chat.completions.create(model="L9", messages=user("a"))
         assert [r["adapter"] for r in engine.requests_for("L1")] == ["L1"]
+
+
+def test_served_names_what_is_listed_and_answered():
+    """``served`` replaces the default list; a served name without rules gets the
+    unmatched-request 400, one not served vLLM's 404; a name added later is served."""
+    with ScriptedEngine.serve('[[L1]]\nreply = "ok"\n', served=["L1", "L5"]) as engine, \
+            client(engine) as c:
+        assert [m.id for m in c.models.list()] == ["L1", "L5"]
+        with pytest.raises(openai.BadRequestError, match="no scripted rule of L5"):
+            c.chat.completions.create(model="L5", messages=user("a"))
+        with pytest.raises(openai.NotFoundError, match="The model `L0` does not exist."):
+            c.chat.completions.create(model="L0", messages=user("a"))
+        engine.served.append("L0")
+        assert [m.id for m in c.models.list()] == ["L1", "L5", "L0"]
 
 
 def test_scripted_error_delay_and_latency():
@@ -487,12 +502,14 @@ def test_cli_serves_then_stops_cleanly_on_sigterm(tmp_path: Path):
     script, log = tmp_path / "script.toml", tmp_path / "log.jsonl"
     script.write_text(DESIGN_EXAMPLE)
     command = [sys.executable, "-m", "mol.cli", "engine", "scripted", "--script", str(script),
-               "--port", "0", "--log", str(log)]
+               "--port", "0", "--log", str(log), "--served", "L0,L2,L4"]
     with subprocess.Popen(command, stderr=subprocess.PIPE) as proc:
         stderr = LineReader(proc.stderr)
         try:
-            line = stderr.wait_for("serving L0, L2 at http://127.0.0.1:")
+            line = stderr.wait_for("serving L0, L2, L4 at http://127.0.0.1:")
             url = line.split(" at ")[1].split(",")[0].strip()
+            listed = httpx.get(f"{url}/models").json()["data"]
+            assert [model["id"] for model in listed] == ["L0", "L2", "L4"]
             answer = httpx.post(f"{url}/chat/completions",
                                 json={"model": "L2", "messages": user("run")}).json()
             assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "terminal"

@@ -53,8 +53,10 @@ class Listing:
 
 
 def test_a_small_request_does_not_ask_the_engine_for_the_window(tmp_path: Path):
-    """A short conversation (a one-turn mol run) costs no model-list request; the first
-    request of SMALL_REQUEST tokens asks, once; a window the artifact sets is never asked."""
+    """A short conversation (a one-turn mol run) costs no model-list request of its own (at
+    most one in all: the adapter check's at the start, whose list serves the windows too);
+    the first request of SMALL_REQUEST tokens asks, once; a window the artifact sets is
+    never asked."""
     engine = Listing()
     windows = Windows(load_text(hcp_text("[adapters.L0]\nprompt = \"x\"\n"), tmp_path), engine)
     assert windows.unasked("L0", SMALL_REQUEST - 1)
@@ -66,3 +68,8 @@ def test_a_small_request_does_not_ask_the_engine_for_the_window(tmp_path: Path):
                               tmp_path), Listing())
     assert not sized.unasked("L0", 10) and anyio.run(sized.of, "L0") == 512
     assert sized.engine.asked == 0
+    checked = Windows(load_text(hcp_text("[adapters.L0]\nprompt = \"x\"\n"), tmp_path),
+                      Listing())
+    checked.report([{"id": "L0", "max_model_len": 4096}])  # the adapter check's list
+    assert not checked.unasked("L0", 10) and anyio.run(checked.of, "L0") == 4096
+    assert anyio.run(checked.known, "L0") and checked.engine.asked == 0
