@@ -146,7 +146,7 @@ async def run_suite(options: RunOptions, *, progress: Progress | None = None,
         progress.total = len(todo)
         for note in sorted({n for task in tasks for n in task.config.notes}):
             progress.note(note)
-        progress.note(f"{len(todo)} episodes to run ({_count(len(tasks), 'task')} x "
+        progress.note(f"{_count(len(todo), 'episode')} to run ({_count(len(tasks), 'task')} x "
                       f"{_count(options.epochs, 'epoch')}, "
                       f"{len(tasks) * options.epochs - len(todo)} stored) in {out}")
         if todo:
