@@ -74,9 +74,8 @@ async def test_turns_beyond_the_limit_are_refused_quickly_with_retry_after(tmp_p
             body = {"model": "mol", "messages": [{"role": "user", "content": "hold on"}]}
 
             async def one(client) -> None:
-                started = time.monotonic()
                 answer = await client.post("/chat/completions", json=body, headers=headers)
-                statuses.append((answer.status_code, time.monotonic() - started,
+                statuses.append((answer.status_code, time.monotonic(),
                                  answer.headers.get("retry-after")))
 
             with anyio.fail_after(60):
@@ -91,7 +90,9 @@ async def test_turns_beyond_the_limit_are_refused_quickly_with_retry_after(tmp_p
                             group.start_soon(one, client)
     refused = [s for s in statuses if s[0] == 429]
     assert sorted(s[0] for s in statuses) == [200] * 4 + [429] * 16
-    assert all(s[1] < 1.0 and s[2] == "1" for s in refused)
+    # Refused at once: before any held turn (3 s in the engine) had its answer.
+    first_answer = min(s[1] for s in statuses if s[0] == 200)
+    assert all(s[1] < first_answer and s[2] == "1" for s in refused)
 
 
 def test_a_turn_past_the_deadline_is_a_504_and_marked_interrupted(tmp_path):

@@ -36,7 +36,7 @@ async def test_a_skill_script_is_copied_into_the_workspace_and_runs(tmp_path, ma
             assert result.exit_code == 0
             output = result.render()
             assert "1\n2\n... [96 lines omitted; full output in /tmp/capped." in output
-            assert "99\n100\n[exit 0]" in output
+            assert "99\n100\ncapped.sh: exit 0\n[exit code: 0]" in output
 
             whole = await read_skill_file("kit", ".", context, to_workspace=True)
             assert [w.split("/.mol-skills/")[1] for w in whole.data["written"]] == [

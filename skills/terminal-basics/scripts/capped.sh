@@ -31,7 +31,7 @@ else
     tail -n "$lines" "$log"
 fi
 if [ "$status" -eq 124 ]; then
-    echo "[timed out after ${seconds}s]"
+    echo "capped.sh: timed out after ${seconds}s"
 fi
-echo "[exit $status]"
+echo "capped.sh: exit $status"
 exit "$status"
