@@ -197,6 +197,11 @@ class LocalEngine:
         return f"http://{LOOPBACK}:{self.port}/v1"
 
     @property
+    def pid(self) -> int | None:
+        """The server process's id (its process group's) while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def log_path(self) -> Path:
         """The server's log: llama.cpp's load messages and per-request timings."""
         assert self._log_path is not None, "the engine has not been started"
