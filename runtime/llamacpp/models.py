@@ -177,6 +177,9 @@ async def load_lora_adapter(request: Any, served: Served, host: Host) -> Any:
     except NotALora as exc:
         return error(f"Loading lora {name} failed: {exc}", "BadRequestError",
                      HTTPStatus.BAD_REQUEST)
+    except Exception as exc:  # llama.cpp could not build the context: vLLM's answer
+        return error(f"Loading lora {name} failed: {exc}", "InternalServerError",
+                     HTTPStatus.INTERNAL_SERVER_ERROR)
     finally:
         served.loading.discard(name)
     return Response(f"Success: LoRA adapter '{name}' added successfully.", status_code=200)

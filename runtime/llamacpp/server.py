@@ -1,14 +1,15 @@
 """The local engine's server process: llama-cpp-python's OpenAI server, adjusted for MoL.
 
 ``mol.runtime.llamacpp.supervisor`` runs ``python -m mol.runtime.llamacpp.server --config_file CFG``
-with a config in llama-cpp-python's own format (one model entry per adapter). Three
+with a config in llama-cpp-python's own format (one model entry per adapter). Four
 adjustments to the stock ``python -m llama_cpp.server``:
 
 1. Every model entry stays loaded. The stock server holds one model and reloads it from disk
    whenever a request names another alias, which throws the KV cache away: in a MoL turn
    (route on L0, answer on L2, summary on L0) no adapter would ever hit its prefix cache. Here
-   each adapter keeps its own llama.cpp context over the same memory-mapped weights, so every
-   request that extends the adapter's previous one only evaluates the new tokens.
+   each adapter keeps its own llama.cpp context over the same memory-mapped weights (its LoRA
+   applied to the context: ``mol.runtime.llamacpp.contexts``), so every request that
+   extends the adapter's previous one only evaluates the new tokens.
 2. Chat format ``mol-chatml-tools``: ``chatml-function-calling`` with OpenAI semantics. Tools
    without ``tool_choice`` mean ``auto`` (the stock handler ignores the tools then); ``tool``
    messages are shown to the model (the stock template drops them); a message chosen over
@@ -23,7 +24,11 @@ adjustments to the stock ``python -m llama_cpp.server``:
    OpenAI's API; ``mol.runtime.llamacpp.timings``). A stream starts only once the prompt is
    evaluated, so a prompt longer than the window is the same 400 ``context_length_exceeded``
    streamed or not (the stock server starts the stream, then ends it empty), and it ends with
-   a usage chunk when ``stream_options.include_usage`` asks (the stock one has none).
+   a usage chunk when ``stream_options.include_usage`` asks (the stock one has none). A
+   request naming a model not served is vLLM's 404 (the stock server answers it with its
+   first model: another adapter's answer).
+4. vLLM's ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``: a GGUF LoRA becomes a
+   new adapter while the server runs (``mol.runtime.llamacpp.models``).
 
 Run by mol only; it imports llama_cpp, so nothing else in mol imports this module.
 """
