@@ -1,14 +1,15 @@
 """The local engine's server process: llama-cpp-python's OpenAI server, adjusted for MoL.
 
 ``mol.runtime.llamacpp.supervisor`` runs ``python -m mol.runtime.llamacpp.server --config_file CFG``
-with a config in llama-cpp-python's own format (one model entry per adapter). Three
+with a config in llama-cpp-python's own format (one model entry per adapter). Four
 adjustments to the stock ``python -m llama_cpp.server``:
 
 1. Every model entry stays loaded. The stock server holds one model and reloads it from disk
    whenever a request names another alias, which throws the KV cache away: in a MoL turn
    (route on L0, answer on L2, summary on L0) no adapter would ever hit its prefix cache. Here
-   each adapter keeps its own llama.cpp context over the same memory-mapped weights, so every
-   request that extends the adapter's previous one only evaluates the new tokens.
+   each adapter keeps its own llama.cpp context over the same memory-mapped weights (its LoRA
+   applied to the context: ``mol.runtime.llamacpp.contexts``), so every request that
+   extends the adapter's previous one only evaluates the new tokens.
 2. Chat format ``mol-chatml-tools``: ``chatml-function-calling`` with OpenAI semantics. Tools
    without ``tool_choice`` mean ``auto`` (the stock handler ignores the tools then); ``tool``
    messages are shown to the model (the stock template drops them); a message chosen over
@@ -23,7 +24,11 @@ adjustments to the stock ``python -m llama_cpp.server``:
    OpenAI's API; ``mol.runtime.llamacpp.timings``). A stream starts only once the prompt is
    evaluated, so a prompt longer than the window is the same 400 ``context_length_exceeded``
    streamed or not (the stock server starts the stream, then ends it empty), and it ends with
-   a usage chunk when ``stream_options.include_usage`` asks (the stock one has none).
+   a usage chunk when ``stream_options.include_usage`` asks (the stock one has none). A
+   request naming a model not served is vLLM's 404 (the stock server answers it with its
+   first model: another adapter's answer).
+4. vLLM's ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``: a GGUF LoRA becomes a
+   new adapter while the server runs (``mol.runtime.llamacpp.models``).
 
 Run by mol only; it imports llama_cpp, so nothing else in mol imports this module.
 """
@@ -36,6 +41,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from mol.runtime.llamacpp.contexts import load_entry
+from mol.runtime.llamacpp.models import Served, routes, unknown_model
 from mol.runtime.llamacpp.timings import Meter
 
 TOOLS_FORMAT = "mol-chatml-tools"
@@ -130,46 +137,54 @@ def register_tools_format() -> None:
     )
 
 
-class Served:
-    """What the server learns of its models as it loads them: each alias's context window
-    (llama.cpp's ``n_ctx``) and each model's ``Meter``."""
+def _meter(llama: Any) -> Meter:
+    """A ``Meter`` over llama.cpp's performance counters of ``llama``'s context."""
+    import llama_cpp
 
-    def __init__(self) -> None:
-        self.windows: dict[str, int] = {}
-        self._meters: dict[int, Meter] = {}
-
-    def add(self, alias: str, llama: Any) -> None:
-        """Serve ``llama`` as ``alias``, metered."""
-        import llama_cpp
-
-        self.windows[alias] = llama.n_ctx()
-        self._meters[id(llama)] = Meter(llama, lambda: llama_cpp.llama_perf_context(llama.ctx),
-                                        lambda: llama_cpp.llama_perf_context_reset(llama.ctx))
-
-    def meter(self, llama: Any) -> Meter:
-        """The meter of a model ``add`` served."""
-        return self._meters[id(llama)]
+    return Meter(llama, lambda: llama_cpp.llama_perf_context(llama.ctx),
+                 lambda: llama_cpp.llama_perf_context_reset(llama.ctx))
 
 
 def keep_models_loaded(served: Served) -> None:
-    """Make the server keep every model entry loaded instead of swapping on each alias, and
-    tell ``served`` of each."""
+    """Make the server keep every model entry loaded instead of swapping on each alias, tell
+    ``served`` of each, and let ``mol.runtime.llamacpp.models`` add and drop entries."""
     import llama_cpp.server.app as app
     from llama_cpp.server.model import LlamaProxy
 
     class KeepLoadedProxy(LlamaProxy):
+        load_llama_from_model_settings = staticmethod(load_entry)
+
         def __init__(self, models: list) -> None:
             super().__init__(models)  # loads the first entry
             self._loaded: dict[str, Any] = {}
             for alias, settings in self._model_settings_dict.items():  # all now: ready is ready
                 self._loaded[alias] = (self._current_model if alias == self._current_model_alias
-                                       else self.load_llama_from_model_settings(settings))
-                served.add(alias, self._loaded[alias])
+                                       else load_entry(settings))
+                served.add(alias, self._loaded[alias], lora=bool(settings.lora_path),
+                           root=settings.lora_path or settings.model)
 
         def __call__(self, model: str | None = None) -> Any:
-            alias = model if model in self._model_settings_dict else self._default_model_alias
+            alias = model if model in self._loaded else self._default_model_alias
             self._current_model, self._current_model_alias = self._loaded[alias], alias
             return self._current_model
+
+        def load_lora(self, name: str, path: str) -> Any:
+            settings = self._default_model_settings.model_copy(update={
+                "model_alias": name, "lora_path": path, "chat_format": TOOLS_FORMAT})
+            return load_entry(settings)
+
+        def serve(self, name: str, llama: Any) -> None:
+            self._loaded[name] = llama
+
+        def drop(self, name: str) -> Any:
+            if self._current_model_alias == name:
+                self._current_model, self._current_model_alias = None, None
+            return self._loaded.pop(name)
+
+        def exclusive(self) -> Any:
+            from contextlib import asynccontextmanager
+
+            return asynccontextmanager(app.get_llama_proxy)()
 
         def free(self) -> None:
             for llama in self._loaded.values():
@@ -180,28 +195,24 @@ def keep_models_loaded(served: Served) -> None:
     app.LlamaProxy = KeepLoadedProxy  # create_app() builds its proxy from this name
 
 
-def replace_routes(app: Any, served: Served) -> None:
-    """Answer ``GET /v1/models`` and ``POST /v1/chat/completions`` with mol's endpoints: the
-    model list reports each adapter's window as vLLM's does (``max_model_len``), and a chat
-    completion its ``usage`` and ``timings`` (``mol.runtime.llamacpp.timings``)."""
+def replace_routes(app: Any, served: Served, host: Any) -> None:
+    """Answer ``GET /v1/models`` and ``POST /v1/chat/completions`` with mol's endpoints, and
+    serve vLLM's ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``
+    (``mol.runtime.llamacpp.models``): the model list reports each adapter's window as vLLM's
+    does (``max_model_len``), and a chat completion its ``usage`` and ``timings``
+    (``mol.runtime.llamacpp.timings``)."""
     from llama_cpp.server.app import router
-    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     # The stock route's error formatting (its RouteErrorHandler): OpenAI's error bodies.
     (stock_chat,) = [route for route in router.routes
                      if getattr(route, "path", "") == "/v1/chat/completions"]
 
-    async def models(request: Any) -> Any:
-        return JSONResponse({"object": "list", "data": [
-            {"id": alias, "object": "model", "owned_by": "me", "permissions": [],
-             "max_model_len": window} for alias, window in served.windows.items()]})
-
     async def chat(request: Any) -> Any:
         return await _chat_answer(request, served, stock_chat)
 
     # First, so they answer before the stock routes of the same paths.
-    app.router.routes[:0] = [Route("/v1/models", models, methods=["GET"]),
+    app.router.routes[:0] = [*routes(served, host),
                              Route("/v1/chat/completions", chat, methods=["POST"])]
 
 
@@ -243,6 +254,10 @@ class _Answer:
         from starlette.responses import JSONResponse
 
         async with asynccontextmanager(app.get_llama_proxy)() as proxy:  # one request at a time
+            model = self.body.model
+            if model is not None and model not in self.served.entries:  # never another's
+                await unknown_model(model)(scope, receive, send)
+                return
             try:
                 llama = app.prepare_request_resources(self.body, proxy, self.body.model,
                                                       self.kwargs)
@@ -327,12 +342,14 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.config_file, "rb") as f:
         config = ConfigFileSettings.model_validate_json(f.read())
     register_tools_format()
-    served = Served()
+    served = Served(_meter)
     keep_models_loaded(served)
     os.environ.pop("CONFIG_FILE", None)  # create_app() would re-read it over ours
     app = create_app(server_settings=ServerSettings.model_validate(config),
                      model_settings=config.models)
-    replace_routes(app, served)
+    import llama_cpp.server.app as stock
+
+    replace_routes(app, served, stock._llama_proxy)  # the KeepLoadedProxy create_app() built
     from mol.runtime import serving
 
     serving.run(app, host=config.host, port=config.port, log_level="warning")

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from mol.core.errors import LocalEngineError, UsageError
+from mol.hcp.loras import is_uri
 from mol.hcp.schema import SEED_ADAPTERS
 from mol.runtime.engine.http import http_client
 
@@ -197,6 +198,11 @@ class LocalEngine:
         return f"http://{LOOPBACK}:{self.port}/v1"
 
     @property
+    def pid(self) -> int | None:
+        """The server process's id (its process group's) while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def log_path(self) -> Path:
         """The server's log: llama.cpp's load messages and per-request timings."""
         assert self._log_path is not None, "the engine has not been started"
@@ -312,11 +318,30 @@ def config_from_artifact(artifact: Any, api_base: str | None = None) -> LocalEng
     return LocalEngineConfig(
         port=url.port,
         model=artifact.resolve(engine.local_model) if engine.local_model else None,
-        loras={doc.engine_name(name): artifact.resolve(path)
-               for name, path in engine.local_loras.items()},
+        loras=_artifact_loras(artifact),
         adapters=tuple(doc.engine_name(name) for name in doc.adapter_names),
         tool_adapters=frozenset(doc.engine_name(name) for name in calls_tools),
     )
+
+
+def _artifact_loras(artifact: Any) -> dict[str, Path]:
+    """The LoRA file of each adapter, by its engine name: ``engine.local_loras``, and each
+    ``[adapters.NAME] lora`` (served at start under its versioned name ``NAME@<12 hex>``, as
+    mol asks for it)."""
+    doc = artifact.doc
+    loras = {doc.engine_name(name): artifact.resolve(path)
+             for name, path in doc.engine.local_loras.items()}
+    for name, adapter in doc.adapters.items():
+        if adapter.lora is None:
+            continue
+        if name in doc.engine.local_loras:
+            raise UsageError(f"adapters.{name}: give its LoRA once, as lora.path or as "
+                             f"engine.local_loras.{name}, not both")
+        if is_uri(adapter.lora.path):
+            raise UsageError(f"adapters.{name}.lora.path: the local engine reads LoRA files on "
+                             f"this machine; {adapter.lora.path!r} is a URI")
+        loras[doc.engine_name(name)] = artifact.resolve(adapter.lora.path)
+    return loras
 
 
 @asynccontextmanager

@@ -141,3 +141,60 @@ tools.allow = ["read_file"]
     assert [e["model_alias"] for e in entries["models"]] == ["L0", "workspace_agent"]
     assert [e["model_alias"] for e in entries["models"] if e.get("chat_format")] == [
         "workspace_agent"]
+
+
+LORA_ARTIFACT = """
+schema_version = 2
+name = "hot"
+[engine]
+kind = "local"
+api_base = "http://127.0.0.1:8099/v1"
+{local_loras}
+[router]
+prompt = "route"
+[adapters.L0]
+[adapters.L2]
+tools.allow = ["read_file"]
+lora = {{ path = "{path}" }}
+"""
+
+
+def test_an_adapter_s_lora_is_served_at_start_under_its_versioned_name(tmp_path: Path) -> None:
+    """``[adapters.NAME] lora`` on the local engine: the engine starts with the file as the
+    adapter's LoRA, under the name mol's requests use (``NAME@<12 hex of its sha256>``)."""
+    from mol.hcp.loras import content_sha256, versioned
+
+    (tmp_path / "models").mkdir()
+    lora = tmp_path / "models" / "coding.gguf"
+    lora.write_bytes(b"GGUF coding v1")
+    artifact = load_text(LORA_ARTIFACT.format(local_loras="", path="models/coding.gguf"),
+                         base_dir=tmp_path)
+    name = versioned("L2", content_sha256(lora))
+    assert artifact.doc.engine_name("L2") == name
+    config = config_from_artifact(artifact)
+    assert config.adapters == ("L0", name)
+    assert dict(config.loras) == {name: lora}
+    assert config.tool_adapters == frozenset({name})
+    model = tmp_path / "base.gguf"
+    model.write_bytes(b"GGUF")
+    entries = server_config(LocalEngineConfig(model=model, loras=config.loras,
+                                              adapters=config.adapters,
+                                              tool_adapters=config.tool_adapters), port=1)
+    assert {e["model_alias"]: e.get("lora_path") for e in entries["models"]} == {
+        "L0": None, name: str(lora)}
+
+
+@pytest.mark.parametrize("local_loras, path, message", [
+    ('local_loras = { L2 = "models/coding.gguf" }', "models/coding.gguf",
+     "adapters.L2: give its LoRA once"),
+    ("", "s3://bucket/coding.gguf", "adapters.L2.lora.path: the local engine reads LoRA files"),
+])
+def test_an_adapter_s_lora_the_local_engine_cannot_serve_is_refused(
+        tmp_path: Path, local_loras: str, path: str, message: str) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "coding.gguf").write_bytes(b"GGUF coding v1")
+    text = LORA_ARTIFACT.format(local_loras=local_loras, path=path)
+    if "://" in path:  # mol cannot read a URI: the artifact gives the hash
+        text = text.replace(f'path = "{path}"', f'path = "{path}", sha256 = "{"a" * 64}"')
+    with pytest.raises(UsageError, match=message):
+        config_from_artifact(load_text(text, base_dir=tmp_path))
