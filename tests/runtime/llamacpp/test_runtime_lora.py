@@ -249,3 +249,24 @@ async def test_a_load_during_a_stream_ends_before_it_and_leaves_it_whole(
     assert "".join(pieces) == expected["choices"][0]["message"]["content"]
     assert name in await models(client)
     assert (await unload(client, name)).status_code == 200
+
+
+async def test_mol_adapters_registers_a_lora_into_the_running_local_engine(
+        engine: LocalEngine, client: httpx.AsyncClient, tmp_path: Path) -> None:
+    # The artifact's way in: lora_api = "llamacpp" is vLLM's dialect on the local engine.
+    from mol.cli.main import main
+
+    weights = write_lora(tmp_path / "writer.gguf", seed=3)
+    hcp = tmp_path / "a.toml"
+    hcp.write_text('schema_version = 2\nname = "local-loras"\n[engine]\n'
+                   'lora_api = "llamacpp"\n[router]\nprompt = "Route."\n[adapters.L0]\n'
+                   '[adapters.L4]\nlora = { path = "writer.gguf" }\n')
+    name = versioned("L4", content_sha256(weights))
+    args = ["--hcp", str(hcp), "--engine-url", engine.base_url]
+    assert await anyio.to_thread.run_sync(main, ["adapters", "register", *args]) == 0
+    assert (await models(client))[name]["root"] == str(weights)
+    assert await anyio.to_thread.run_sync(main, ["engine", "check", *args]) == 0
+    answer = await chat(client, name, QUESTION, **GREEDY)
+    assert answer["model"] == name and answer["choices"][0]["message"]["content"]
+    assert await anyio.to_thread.run_sync(main, ["adapters", "unregister", *args]) == 0
+    assert name not in await models(client)
