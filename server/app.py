@@ -144,7 +144,28 @@ def create_app(config: ServerConfig) -> Any:
     app.state.metrics = counts = Metrics()
     kept = Idempotency(app, max_body=config.max_body, body_timeout=config.body_timeout)
     guarded = LoopbackOnly(kept) if config.api_key is None else BearerAuth(kept, config.api_key)
-    return Counted(Traced(guarded, app.state), counts)
+    return _QuietStart(Counted(Traced(guarded, app.state), counts), config)
+
+
+class _QuietStart:
+    """The app, with a start that fails on a ``MolError`` (an adapter the engine does not
+    serve) reported to uvicorn in its one line rather than as a traceback: the error is
+    what the operator reads, not where it was raised."""
+
+    def __init__(self, app: Any, config: ServerConfig) -> None:
+        self.app, self.config = app, config
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            return await self.app(scope, receive, send)
+
+        async def sending(message: Any) -> None:
+            failure = self.config.start_failure
+            if message.get("type") == "lifespan.startup.failed" and failure is not None:
+                message = {**message, "message": str(failure)}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def _lifespan(config: ServerConfig) -> Any:

@@ -38,6 +38,7 @@ def test_serve_refuses_to_start_naming_the_missing_adapter(tmp_path: Path):
                              capture_output=True, text=True, env=environment(tmp_path),
                              timeout=120)
     assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr  # the error in its one line
     last = out.stderr.strip().splitlines()[-1]
     assert last == (f"error: the engine at {engine.base_url}/models does not serve the "
                     "artifact's adapters: L3 (engine name L3) is not served by the engine "
