@@ -145,7 +145,7 @@ def reordered(draw: st.DrawFn, doc: object) -> object:
     return doc
 
 
-@bounded(60)
+@bounded(30)
 @given(name=st.sampled_from(sorted(SOURCES)), data=st.data())
 def test_valid_artifacts_round_trip_through_tomli_w(name, data):
     """An example, its tables in any key order, written by tomli-w (another layout, no
@@ -155,4 +155,3 @@ def test_valid_artifacts_round_trip_through_tomli_w(name, data):
     again = load_text(tomli_w.dumps(doc), base_dir=EXAMPLES, file=name)
     assert again.digest == original.digest
     assert again.behaviour_digest == original.behaviour_digest
-    round_trips(again, name)
