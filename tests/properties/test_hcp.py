@@ -17,37 +17,12 @@ from mol.core.errors import HCPError
 from mol.hcp.loader import Artifact, load_dict, load_text
 
 from .conftest import bounded
+from .strategies import ODD, keys, mutate, paths_of, values
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "hcp" / "examples"
 SOURCES = {path.name: path.read_text(encoding="utf-8")
            for path in sorted(EXAMPLES.glob("*.toml"))}
 DOCUMENTS = {name: tomllib.loads(text) for name, text in SOURCES.items()}
-
-ODD = st.sampled_from(["\u0000", "\u200b", "\ufeff", "\U0001f600", "e\u0301", "\ud7ff",
-                       "\u202e", "\r", "\t", "ǅ", "ﬁ", "Ⅻ", "٣"])
-scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
-    st.text(max_size=12), ODD,
-    st.sampled_from(["L0", "L4", "", "*", "prompts/chat.md", "../x", "/etc/passwd", "~"]))
-values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.text(max_size=8), inner, max_size=3), max_leaves=6)
-keys = st.one_of(st.text(max_size=10), ODD, st.sampled_from(
-    ["prompt", "path", "tools", "allow", "schema_version", "max_steps", "command", "url",
-     "adapters", "L0", "L9", "bundles", "skills", "store"]))
-
-
-def paths_of(doc: object, prefix: tuple = ()) -> list[tuple]:
-    """Every key path of a parsed document, the root included."""
-    found = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            found += paths_of(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            found += paths_of(value, (*prefix, index))
-    return found
-
 
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, object]:
@@ -58,29 +33,8 @@ def mutated(draw: st.DrawFn) -> tuple[str, object]:
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(paths_of(doc)))
         action = draw(st.sampled_from(["drop", "replace", "retype", "add"]))
-        doc = _mutate(doc, path, action, draw(values), draw(keys))
+        doc = mutate(doc, path, action, draw(values), draw(keys))
     return name, doc
-
-
-def _mutate(doc: object, path: tuple, action: str, value: object, key: str) -> object:
-    if not path:
-        return value if action == "replace" else doc
-    parent = doc
-    for part in path[:-1]:
-        parent = parent[part]
-    last, old = path[-1], parent[path[-1]]
-    if action == "drop":
-        del parent[last]
-    elif action == "replace":
-        parent[last] = value
-    elif action == "retype":  # the same value in another TOML type
-        parent[last] = ([old] if not isinstance(old, list) else {"0": old[0]} if old
-                        else "") if not isinstance(old, str) else [old]
-    elif isinstance(old, dict):
-        old[key] = value
-    elif isinstance(old, list):
-        old.append(value)
-    return doc
 
 
 def loads_or_says_where(outcome) -> Artifact | None:

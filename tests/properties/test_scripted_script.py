@@ -17,8 +17,7 @@ from mol.core.errors import UsageError
 from mol.runtime.scripted.script import Script, load_script
 
 from .conftest import bounded
-from .test_hcp import ODD, keys, paths_of, values
-from .test_hcp import _mutate as mutate
+from .strategies import ODD, keys, mutate, paths_of, values
 
 VALID = tomllib.loads("""
 [[L0]]
@@ -44,7 +43,8 @@ error = { kind = "adapter_not_loaded" }
 [[L3]]
 reply = "done"
 """)
-WHERE = re.compile(r"^script: (\d+ problems in the script:$|[^:\s]+(\[\d+\])?[.:\s]|"
+WHERE = re.compile(r"^script: (\d+ problems in the script:$|"
+                   r"('[^']*'|\"[^\"]*\"|[^:\s'\"\[]+)(\[\d+\])?[.:]|"
                    r"expected a table of adapters|the script names no adapters|invalid TOML)")
 """The start of every line of the error: the adapter, then the rule and field when it is
 one rule's problem (or the script as a whole)."""
