@@ -156,7 +156,7 @@ def _schema_problems(item: Located, key: str, protocol: Protocol, schemas: Schem
         if not isinstance(component, dict):
             found.append(Problem(f"{item.where} {pointer(at)}", "a component is a JSON object "
                                  "with 'id' and 'component'", "schema"))
-        elif kind not in catalog.components:
+        elif not isinstance(kind, str) or kind not in catalog.components:  # [..] is unhashable
             names = ", ".join(sorted(catalog.components))
             found.append(Problem(f"{item.where} {pointer([*at, 'component'])}",
                                  f"unknown component type {kind!r}; the catalog {catalog.id} "

@@ -3,6 +3,7 @@ document (a key dropped, replaced, retyped or added)."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 from hypothesis import strategies as st
@@ -47,6 +48,7 @@ toml_values = st.recursive(
 def mutate(doc: object, path: tuple, action: str, value: object, key: str) -> object:
     """``doc`` (changed in place) with the value at ``path`` dropped, replaced by
     ``value``, given another TOML type, or (a table or array) given ``key = value``."""
+    value = copy.deepcopy(value)  # a drawn constant is shared between examples
     if not path:
         return value if action == "replace" else doc
     parent = doc

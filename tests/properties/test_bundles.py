@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from mol.core.errors import HCPError
 from mol.hcp import bundles, claude
 from mol.hcp.loader import load_text
+from tests.conftest import hcp_text
 
-from ..conftest import hcp_text
 from .conftest import bounded
 from .strategies import ODD, mutate, paths_of, values
 
