@@ -24,7 +24,7 @@ from .strategies import ODD, mutate, paths_of, values
 
 BOOKING = (Path(__file__).resolve().parents[1] / "genui" / "data" / "booking.jsonl").read_text()
 MESSAGES = [json.loads(line) for line in BOOKING.splitlines() if line.strip()]
-WHERE = re.compile(r"^line (\d+)(, column \d+| message \d+)?( /\S*)?$")
+WHERE = re.compile(r"^line (\d+)(, column \d+| message \d+)?( /.*)?$", re.S)  # a pointer: any key
 keys = st.one_of(st.sampled_from([
     "version", "createSurface", "updateComponents", "updateDataModel", "deleteSurface",
     "surfaceId", "catalogId", "components", "id", "component", "children", "child", "text",
@@ -97,3 +97,17 @@ def test_damaged_text_is_checked_with_located_problems(schemas, data):
 
 def test_the_stream_the_mutations_start_from_is_valid(schemas):
     assert check_a2ui(BOOKING, schemas).valid
+
+
+def test_a_line_separator_inside_a_string_is_not_a_line_break(schemas):
+    """Found by the property above: U+2028 may stand raw in a JSON string (a control
+    character may not); the stream's lines end at newlines only, as the answer counts them."""
+    stream = BOOKING.replace("Chez Lune", "Chez\u2028Lune\u0085Café")
+    assert check_a2ui(stream, schemas).valid
+
+
+def test_a_component_type_that_is_a_list_is_a_problem_at_it(schemas):
+    """Found by the property above: it raised TypeError (unhashable) before."""
+    stream = BOOKING.replace('"component": "Column"', '"component": ["Column"]')
+    wheres = [p.where for p in check_a2ui(stream, schemas).problems]
+    assert "line 3 /updateComponents/components/0/component" in wheres

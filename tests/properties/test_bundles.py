@@ -133,3 +133,10 @@ def test_hooks_objects_translate_with_problems_where_they_were_given(data):
         HooksConfig.model_validate(out.value)
     except ValidationError as exc:
         assert all(error["loc"] for error in exc.errors()), exc
+
+
+def test_a_matcher_whose_hooks_are_not_a_list_is_a_problem():
+    """Found by the property above: an unsupported event's count raised TypeError."""
+    out = claude.hooks_config({"Notification": [{"hooks": 1}], "PreToolUse": [{"hooks": 1}]},
+                              "HOOKS", HERE)
+    assert out.problems == ["HOOKS: hooks.PreToolUse[0]: must be an object with a list of hooks"]

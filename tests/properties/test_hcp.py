@@ -109,3 +109,14 @@ def test_valid_artifacts_round_trip_through_tomli_w(name, data):
     again = load_text(tomli_w.dumps(doc), base_dir=EXAMPLES, file=name)
     assert again.digest == original.digest
     assert again.behaviour_digest == original.behaviour_digest
+
+
+def test_an_empty_or_dotted_key_is_named_quoted():
+    """Found by the property above: an unknown key ``""`` was reported at no path."""
+    doc = {**copy.deepcopy(DOCUMENTS["venti.toml"]), "": 1, "a.b": 2}
+    try:
+        load_dict(doc, base_dir=EXAMPLES, file="venti.toml")
+    except HCPError as exc:
+        assert {'""', '"a.b"'} <= {issue.path for issue in exc.issues}, exc
+    else:
+        raise AssertionError("unknown keys must be refused")

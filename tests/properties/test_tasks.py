@@ -138,3 +138,14 @@ def test_damaged_task_folders_load_or_name_the_file(damage):
             assert any(name in message for name in FILES) or "UTF-8" in message, message
             return
         assert task.instruction.strip() and task.name == "t"
+
+
+def test_nan_and_infinite_limits_are_refused_at_their_key():
+    """Found by the properties above: ``timeout_sec = nan`` was taken (no comparison holds)."""
+    for value in ("nan", "inf", "-inf"):
+        try:
+            parse_config(f"[agent]\ntimeout_sec = {value}\n", WHERE)
+        except TaskError as exc:
+            assert "[agent] timeout_sec must be a finite number" in str(exc)
+        else:
+            raise AssertionError(value)

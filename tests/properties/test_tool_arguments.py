@@ -159,3 +159,13 @@ def test_arguments_run_the_tool_exactly_when_the_schema_allows_them(name):
             assert content.startswith("Error: ") and "invalid arguments" in content, content
 
     check()
+
+
+def test_a_typed_tool_takes_no_string_for_a_number_nor_a_boolean():
+    """Found by the property above: pydantic's lax mode ran terminal with timeout "5"."""
+    for name, arguments in [("builtin:terminal", {"command": "ls", "timeout": "5"}),
+                            ("builtin:read_skill_file", {"skill": "s", "path": "p",
+                                                         "to_workspace": "true"})]:
+        ran, calls, content = run(TOOLS[name], arguments)
+        assert (ran, calls) == (False, []) and "invalid arguments" in content, content
+    assert run(TOOLS["builtin:terminal"], {"command": "ls", "timeout": 5})[0]  # int for float
