@@ -11,6 +11,7 @@ by ``pg_terminate_backend`` and the store is opened again."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import shutil
 import tempfile
@@ -24,7 +25,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
-    consumes,
     initialize,
     precondition,
     rule,
@@ -231,3 +231,36 @@ class SQLiteModel(StoreModel):
 
 def test_the_sqlite_store_equals_the_model_after_any_crash():
     run_state_machine_as_test(SQLiteModel, settings=bounded(25, stateful_step_count=12))
+
+
+class PostgresModel(StoreModel):
+    url = ""
+
+    def fresh(self) -> Any:
+        store = open_store(self.url)
+        with store._transaction() as db:  # every example starts from an empty database
+            db.execute(f"TRUNCATE {', '.join(TABLES)}")
+        return store
+
+    def crash(self, in_flight: bool) -> Any:
+        import psycopg
+
+        if in_flight:
+            transaction = self.store._transaction()
+            db = transaction.__enter__()
+            try:
+                half_done(db)
+                with psycopg.connect(self.url, autocommit=True) as killer:
+                    killer.execute("SELECT pg_terminate_backend(%s)",
+                                   (db.connection.info.backend_pid,))
+            finally:
+                with contextlib.suppress(psycopg.Error):  # its connection is gone
+                    transaction.__exit__(None, None, None)
+        self.store.close()
+        return open_store(self.url)
+
+
+@pytest.mark.postgres
+def test_the_postgresql_store_equals_the_model_after_any_crash(postgres_url):
+    machine = type("PostgresModelAt", (PostgresModel,), {"url": postgres_url})
+    run_state_machine_as_test(machine, settings=bounded(15, stateful_step_count=10))
