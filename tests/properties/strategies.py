@@ -9,7 +9,7 @@ import math
 from hypothesis import strategies as st
 
 ODD = st.sampled_from(["\u0000", "\u200b", "\ufeff", "\U0001f600", "e\u0301", "\ud7ff",
-                       "\u202e", "\r", "\t", "ǅ", "ﬁ", "Ⅻ", "٣"])
+                       "\u202e", "\u2028", "\x85", "\r", "\t", "ǅ", "ﬁ", "Ⅻ", "٣"])
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
     st.text(max_size=12), ODD,

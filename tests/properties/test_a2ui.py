@@ -83,7 +83,8 @@ def test_damaged_text_is_checked_with_located_problems(schemas, data):
         if how == "splice" and lines:
             line = lines[at]
             position = data.draw(st.integers(0, len(line)))
-            insert = data.draw(st.one_of(ODD, st.text(alphabet='{}[]",:\\ 0', max_size=4)))
+            insert = data.draw(st.one_of(ODD, ODD, st.text(alphabet='{}[]",:\\ 0',
+                                                           max_size=4)))
             lines[at] = line[:position] + insert + line[position + data.draw(
                 st.integers(0, 6)):]
         elif how == "drop" and lines:
@@ -93,6 +94,20 @@ def test_damaged_text_is_checked_with_located_problems(schemas, data):
         else:
             lines.insert(at, "")
     checked_with_located_problems("\n".join(lines), schemas)
+
+
+inside_strings = st.text(st.one_of(st.sampled_from("\u2028\u2029\x85\u200b\ufeff"),
+                                   st.characters(exclude_categories=("Cc", "Cs"),
+                                                 exclude_characters='"\\')), max_size=5)
+"""Text JSON allows raw inside a string: no control character below U+0020, no quote."""
+
+
+@bounded(60)
+@given(first=inside_strings, second=inside_strings)
+def test_any_text_inside_a_string_keeps_a_valid_stream_valid(schemas, first, second):
+    stream = BOOKING.replace("Chez Lune", f"Chez{first}Lune").replace(
+        "Book a table", f"Book{second}a table")
+    assert check_a2ui(stream, schemas).problems == []
 
 
 def test_the_stream_the_mutations_start_from_is_valid(schemas):

@@ -80,17 +80,29 @@ TOOLS = {**{f"builtin:{n}": t for n, t in sorted(BUILTIN.items())},
          **{f"hand:{n}": hand_tool(n) for n in HAND}}
 
 
-def allowed(tool: Tool, arguments: dict[str, Any]) -> bool:
-    """Whether the schema allows ``arguments``; for a schema-checked tool after
-    ``mol.core.schemas`` drops null optionals (models send them; documented there)."""
+def normalized(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` as a schema-checked tool gets them: ``mol.core.schemas`` drops the
+    null optionals whose schema refuses null (models send them; documented there)."""
     schema = tool.parameters
+    if tool.validate is not None:
+        return arguments
     validator = Draft202012Validator(schema)
+    required = set(schema.get("required", []))
+    return {k: v for k, v in arguments.items() if not (
+        v is None and k not in required
+        and not validator.evolve(schema=schema["properties"].get(k, {})).is_valid(None))}
+
+
+def allowed(tool: Tool, arguments: dict[str, Any]) -> bool:
+    """Whether the schema allows ``arguments`` (as normalized)."""
+    return Draft202012Validator(tool.parameters).is_valid(normalized(tool, arguments))
+
+
+def body_got(tool: Tool, arguments: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    """The body ran once; a schema-checked tool's with exactly the normalized arguments."""
+    assert len(calls) == 1
     if tool.validate is None:
-        required = set(schema.get("required", []))
-        arguments = {k: v for k, v in arguments.items() if not (
-            v is None and k not in required
-            and not validator.evolve(schema=schema["properties"].get(k, {})).is_valid(None))}
-    return validator.is_valid(arguments)
+        assert calls[0] == normalized(tool, arguments)
 
 
 def run(tool: Tool, arguments: Any) -> tuple[bool, list[dict[str, Any]], str]:
@@ -113,7 +125,7 @@ def test_every_allowed_argument_object_runs_the_tool(name):
     def check(arguments):
         ran, calls, content = run(tool, arguments)
         assert ran, f"{name} refused allowed arguments {arguments!r}: {content}"
-        assert len(calls) == 1
+        body_got(tool, arguments, calls)
 
     check()
 
@@ -153,7 +165,8 @@ def test_arguments_run_the_tool_exactly_when_the_schema_allows_them(name):
         note(f"allowed by the schema: {expected}; {json.dumps(arguments)}")
         ran, calls, content = run(tool, arguments)
         if expected:
-            assert ran and len(calls) == 1, f"{name} refused {arguments!r}: {content}"
+            assert ran, f"{name} refused {arguments!r}: {content}"
+            body_got(tool, arguments, calls)
         else:
             assert not ran and calls == [], f"{name} ran with {arguments!r}"
             assert content.startswith("Error: ") and "invalid arguments" in content, content
