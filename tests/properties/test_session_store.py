@@ -116,7 +116,7 @@ class StoreModel(RuleBasedStateMachine):
             {"adapter": adapter, "user": user, "summary": f"s{index}"})
 
     @rule(session=sessions, adapter=adapters, user=texts, durable=st.booleans(),
-          status=st.sampled_from(["complete", "complete", "running", "waiting"]),
+          status=st.sampled_from(["complete", "running", "waiting"]),
           every=st.booleans())
     def next_turn(self, session: str, adapter: str, user: str, durable: bool, status: str,
                   every: bool) -> None:
@@ -169,8 +169,24 @@ class StoreModel(RuleBasedStateMachine):
         self.marks.pop(key, None)
 
     @precondition(lambda self: self.committed)
-    @rule(in_flight=st.booleans())
-    def crash_and_reopen(self, in_flight: bool) -> None:
+    @rule()
+    def crash_between_transactions(self) -> None:
+        self._reopen(in_flight=False)
+
+    @precondition(lambda self: self.committed)
+    @rule()
+    def crash_mid_transaction(self) -> None:
+        self._reopen(in_flight=True)
+
+    @rule(session=sessions, durable=st.booleans())
+    def crash_mid_turn(self, session: str, durable: bool) -> None:
+        """The runtime checkpoints a turn as running, then the process dies."""
+        conversation = self.live[session]
+        self._turn(conversation, "L1", "in flight", "running")
+        self._save(conversation, conversation.turns[-1], durable=durable)
+        self._reopen(in_flight=False)
+
+    def _reopen(self, in_flight: bool) -> None:
         self.store = self.crash(in_flight)
         for state in self.committed.values():  # the next open ends turns left running
             for turn in state["turns"]:
@@ -230,7 +246,7 @@ class SQLiteModel(StoreModel):
 
 
 def test_the_sqlite_store_equals_the_model_after_any_crash():
-    run_state_machine_as_test(SQLiteModel, settings=bounded(25, stateful_step_count=12))
+    run_state_machine_as_test(SQLiteModel, settings=bounded(30, stateful_step_count=12))
 
 
 class PostgresModel(StoreModel):
