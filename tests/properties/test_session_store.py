@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
     initialize,
+    multiple,
     precondition,
     rule,
     run_state_machine_as_test,
@@ -85,10 +87,25 @@ class StoreModel(RuleBasedStateMachine):
 
     # -- rules --------------------------------------------------------------------------
 
+    refuses_nul = False
+    """Whether the backend refuses a NUL character in a turn's text (PostgreSQL's text
+    columns cannot hold one): the save is then an error that changes nothing."""
+
     def _save(self, conversation: Conversation, record: TurnRecord | None,
-              parent: str | None = None, durable: bool = True) -> None:
-        run(lambda: self.store.save(conversation, record, parent=parent, durable=durable))
+              parent: str | None = None, durable: bool = True) -> bool:
+        """Save; whether it was committed (False only for a refused NUL)."""
+        try:
+            run(lambda: self.store.save(conversation, record, parent=parent, durable=durable))
+        except SessionError as exc:
+            if not (self.refuses_nul and "\\u0000" in json.dumps(conversation.to_dict())):
+                raise
+            assert "NUL" in str(exc), exc
+            if conversation.id in self.committed:  # the client goes back to what is stored
+                self.live[conversation.id] = Conversation.from_dict(
+                    copy.deepcopy(self.committed[conversation.id]))
+            return False
         self.committed[conversation.id] = copy.deepcopy(conversation.to_dict())
+        return True
 
     @initialize(target=sessions)
     def first(self) -> str:
@@ -99,7 +116,8 @@ class StoreModel(RuleBasedStateMachine):
         self.count += 1
         conversation = Conversation(id=f"conv_{self.count}")
         self._turn(conversation, adapter, user, "complete")
-        self._save(conversation, None, durable=durable)
+        if not self._save(conversation, None, durable=durable):
+            return multiple()
         self.live[conversation.id] = conversation
         return conversation.id
 
@@ -251,6 +269,7 @@ def test_the_sqlite_store_equals_the_model_after_any_crash():
 
 class PostgresModel(StoreModel):
     url = ""
+    refuses_nul = True
 
     def fresh(self) -> Any:
         store = open_store(self.url)
