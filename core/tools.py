@@ -191,8 +191,14 @@ def function_tool(func: Callable[..., Any], *, name: str | None = None,
         prop.pop("title", None)
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        # Strict, as JSON: the schema the model saw is the contract, so "5" is not a
+        # number nor "true" a boolean (lax pydantic would convert both).
         try:
-            return dict(model.model_validate(arguments))
+            text = json.dumps(arguments)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"invalid arguments: not JSON ({exc})") from None
+        try:
+            return dict(model.model_validate_json(text, strict=True))
         except ValidationError as exc:
             raise ValueError(_validation_message(exc)) from None
 

@@ -16,6 +16,7 @@ Other keys are kept and ignored, each with a note. A suite is a folder of task f
 from __future__ import annotations
 
 import fnmatch
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,9 @@ def parse_config(text: str, where: str) -> TaskConfig:
             if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
                 kind = "true or false" if types == (bool,) else "a number"
                 raise TaskError(f"{where}: [{section}] {key} must be {kind}, got {value!r}")
+            if types != (bool,) and not math.isfinite(value):  # TOML has nan and inf
+                raise TaskError(f"{where}: [{section}] {key} must be a finite number, "
+                                f"got {value!r}")
             if types != (bool,) and value <= 0 and key != "pass_threshold":
                 raise TaskError(f"{where}: [{section}] {key} must be above 0, got {value!r}")
             values[f"{section}.{key}"] = value

@@ -222,7 +222,8 @@ def hooks_config(data: Any, where: str, here: dict[str, str]) -> Translation:
         if not isinstance(matchers, list):
             out.problems.append(f"{where}: hooks.{event}: must be a list of matchers")
             continue
-        count = sum(len(m.get("hooks") or []) for m in matchers if isinstance(m, dict))
+        count = sum(len(m["hooks"]) for m in matchers
+                    if isinstance(m, dict) and isinstance(m.get("hooks"), list))
         if event not in SUPPORTED_EVENTS:
             out.notes.append(f"{where}: hooks.{event}: event not supported by mol; its {count} "
                              f"hook(s) will not run (supported: {', '.join(SUPPORTED_EVENTS)})")

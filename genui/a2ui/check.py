@@ -36,7 +36,9 @@ def parse(text: str, first_line: int = 1) -> tuple[list[Located], list[Problem]]
             return [Located(f"line {lead} message {i + 1}", m) for i, m in enumerate(whole)], []
         return [Located(f"line {lead}", whole)], []
     found, problems = [], []
-    for number, line in enumerate(text.splitlines(), start=first_line):
+    # Lines end at "\n" only: splitlines() would also cut at "\r", U+2028 and others, which
+    # may stand raw inside a JSON string, and would count lines unlike the answer does.
+    for number, line in enumerate(text.split("\n"), start=first_line):
         if not line.strip():
             continue
         try:
@@ -156,7 +158,7 @@ def _schema_problems(item: Located, key: str, protocol: Protocol, schemas: Schem
         if not isinstance(component, dict):
             found.append(Problem(f"{item.where} {pointer(at)}", "a component is a JSON object "
                                  "with 'id' and 'component'", "schema"))
-        elif kind not in catalog.components:
+        elif not isinstance(kind, str) or kind not in catalog.components:  # [..] is unhashable
             names = ", ".join(sorted(catalog.components))
             found.append(Problem(f"{item.where} {pointer([*at, 'component'])}",
                                  f"unknown component type {kind!r}; the catalog {catalog.id} "

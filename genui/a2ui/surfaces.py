@@ -139,7 +139,7 @@ class Surfaces:
             return [Problem(f"{where}/surfaceId", f"surface {surface_id!r} already exists: "
                             "delete it before creating it again", "surface")]
         catalog_id = body.get("catalogId") or next(iter(self.catalogs))
-        catalog = self.catalogs.get(catalog_id)
+        catalog = self.catalogs.get(catalog_id) if isinstance(catalog_id, str) else None
         if catalog is None:
             return [Problem(f"{where}/catalogId", f"unknown catalog {catalog_id!r}; the "
                             f"renderer has {', '.join(self.catalogs)}", "surface")]
@@ -184,7 +184,7 @@ class Tree:
         self.surface = surface
         self.problems: list[Problem] = []
         self.written = {path for _, c in surface.components.values()
-                        if c.get("component") in surface.catalog.inputs
+                        if _type(c) in surface.catalog.inputs
                         for path in [_binding(c.get("value"))] if path}
 
     def check(self) -> list[Problem]:
@@ -196,7 +196,7 @@ class Tree:
                stack: tuple[str, ...]) -> None:
         where, component = self.surface.components[component_id]
         self._bindings(where, component, scopes)
-        refs = self.surface.catalog.references.get(component.get("component"), [])
+        refs = self.surface.catalog.references.get(_type(component), [])
         for path, child, template in _children(component, refs):
             at = f"{where}{pointer(path)}"
             if child not in self.surface.components:
@@ -232,6 +232,13 @@ class Tree:
                 self.problems.append(Problem(
                     f"{where}{pointer(path)}", f"binds to {bound!r}, which the data model does "
                     "not have: set it with updateDataModel first", "missing-data"))
+
+
+def _type(component: dict[str, Any]) -> str | None:
+    """A component's type name; None when it is not a string (the schema check reports
+    that; a list or an object as a key would raise here)."""
+    kind = component.get("component")
+    return kind if isinstance(kind, str) else None
 
 
 def _binding(value: Any) -> str | None:

@@ -80,7 +80,7 @@ class Rule:
     @property
     def where(self) -> str:
         """The rule's address in the script, e.g. ``L2[1]`` (0-based)."""
-        return f"{self.adapter}[{self.index}]"
+        return f"{shown(self.adapter)}[{self.index}]"
 
     @property
     def exhausted(self) -> bool:
@@ -212,6 +212,13 @@ def load_script(source: str | Mapping[str, Any] | Path | Script, seed: int = 0) 
     return Script(rules, seed=seed, source=source)
 
 
+def shown(adapter: str) -> str:
+    """An adapter's name as problems start with it: quoted when it is empty or holds a
+    space, a colon or a bracket (else ``script: : ...`` would name nothing)."""
+    plain = isinstance(adapter, str) and re.fullmatch(r"[^\s:\[\]]+", adapter)
+    return adapter if plain else repr(adapter)
+
+
 def _kind(value: Any) -> str:
     """A value's type in TOML words, for error messages."""
     names = {bool: "a boolean", str: "a string", int: "an integer", float: "a float",
@@ -234,8 +241,8 @@ class _Checker:
         rules: dict[str, list[Rule]] = {}
         for adapter, entries in raw.items():
             if not isinstance(entries, list):
-                self.issues.append(
-                    f"{adapter}: expected an array of rules ([[{adapter}]]), got {_kind(entries)}")
+                self.issues.append(f"{shown(adapter)}: expected an array of rules "
+                                   f"([[{adapter}]]), got {_kind(entries)}")
                 continue
             rules[adapter] = [self.rule(adapter, i, entry) for i, entry in enumerate(entries)]
         return rules
