@@ -147,14 +147,16 @@ async def test_a_sweep_boundary_spares_earlier_jobs_and_holds_for_later_sweeps(
 
 
 async def test_an_idle_boundary_catches_what_starts_in_the_same_tick(sandbox: Sandbox) -> None:
-    # With no command running (here: a KEEP with no children, as when a sweep comes before
-    # the command shell has forked the next command's shell) the boundary is the present
-    # clock tick past its newest pid, so a command started within that tick is caught too.
+    # Right after a command, the command shell forks the next command's shell while the
+    # sweep may already be reading /proc: with no child yet, the boundary is the present
+    # clock tick past its newest pid, so a command started within that tick is caught
+    # too (the next tick let it escape). Tried several times, as the race goes either way.
     await sandbox.run("sleep 1010 >/dev/null 2>&1 &")
     control, shell = sandbox._control, sandbox._shell
     assert control is not None and shell is not None
-    for _ in range(5):
-        killed, boundary = await control.sweep(COMMAND, [(shell.pid, shell.start)], keep=-1)
+    for _ in range(20):
+        killed, boundary = await control.sweep(COMMAND, [(shell.pid, shell.start)],
+                                               keep=shell.pid)
         assert killed == 0, boundary
         await sandbox.run("sleep 1011 >/dev/null 2>&1 &")
         again = await control.sweep(boundary, [(shell.pid, shell.start)], keep=shell.pid)
