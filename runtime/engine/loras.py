@@ -25,6 +25,7 @@ from typing import Any
 
 from mol.core.errors import EngineConnectionError, EngineResponseError
 from mol.hcp.loras import local_path
+from mol.runtime.engine.adapters_check import list_models
 from mol.runtime.engine.http import http_client
 
 ROUTES = {"vllm": ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"),
@@ -72,6 +73,7 @@ class LoraClient:
         self.api_base = api_base.rstrip("/")
         self.root = self.api_base.removesuffix("/v1")
         self.dialect = dialect
+        self.api_key = api_key
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout = timeout
 
@@ -85,18 +87,11 @@ class LoraClient:
                    config.lora_api, api_key=api_key, timeout=config.timeout_sec)
 
     async def served(self) -> list[ServedModel]:
-        """What the engine serves (``GET /v1/models``)."""
-        url = f"{self.api_base}/models"
-        response = await self._send("GET", url)
-        if response.status_code != 200:
-            raise EngineResponseError(f"GET {url} answered {response.status_code}: "
-                                      f"{_reason(response)}", response.status_code)
-        try:
-            data = response.json()["data"]
-            return [ServedModel(str(entry["id"]), entry.get("root"), entry.get("parent"))
-                    for entry in data if isinstance(entry, dict) and "id" in entry]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EngineResponseError(f"GET {url} answered no model list: {exc}") from exc
+        """What the engine serves (``GET /v1/models``, read as the adapter check reads it:
+        ``mol.runtime.engine.adapters_check.list_models``, with its errors)."""
+        listed = await list_models(self.api_base, self.api_key, self.timeout)
+        return [ServedModel(str(entry["id"]), entry.get("root"), entry.get("parent"))
+                for entry in listed if "id" in entry]
 
     async def load(self, name: str, path: str) -> None:
         """Load the LoRA at ``path`` under ``name``; ``EngineResponseError`` with the engine's
