@@ -35,6 +35,7 @@ from mol.core.errors import (
     EngineTimeout,
 )
 from mol.runtime.engine import affinity
+from mol.runtime.engine.adapters_check import list_models
 from mol.runtime.engine.completions import (
     Completion,
     OnDelta,
@@ -171,18 +172,10 @@ class LiteLLMEngine:
     async def models(self) -> list[dict[str, Any]] | None:
         """What ``GET /v1/models`` lists (``data``), or None when the engine does not answer
         it readably; eval keys results by a digest of it (``mol.eval.keys``)."""
-        import httpx
-
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
-            async with http_client(self.api_base, min(self.timeout, 30.0)) as client:
-                response = await client.get(f"{self.api_base}/models", headers=headers)
-            response.raise_for_status()
-            data = response.json().get("data")
-        except (httpx.HTTPError, ValueError, AttributeError):
+            return await list_models(self.api_base, self.api_key, min(self.timeout, 30.0))
+        except (EngineConnectionError, EngineResponseError, EngineProtocolError):
             return None
-        return [entry for entry in data if isinstance(entry, dict)] if isinstance(
-            data, list) else None
 
     async def count_tokens(self, adapter: str, messages: list[dict[str, Any]],
                            tools: list[dict[str, Any]] | None = None) -> int | None:
